@@ -1,0 +1,51 @@
+"""Failure families: the explanation of each ``backgroundTag``, kept in ``families.toml``."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from errordb.errors import RecordError
+
+FAMILIES_FILE = "families.toml"
+
+
+@dataclass(frozen=True)
+class Family:
+    tag: str
+    title: str
+    summary: str
+    explanation: str
+
+
+def load_families(path: Path) -> dict[str, Family]:
+    """Families from a TOML file; a missing file means no families."""
+    if not path.exists():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise RecordError(str(path), None, None, f"malformed TOML: {exc}") from None
+    families = {}
+    for tag, entry in sorted(data.items()):
+        if not isinstance(entry, dict):
+            raise RecordError(str(path), None, tag, "must be a table with title, summary and explanation")
+        for key in ("title", "summary", "explanation"):
+            if not isinstance(entry.get(key), str) or not entry[key].strip():
+                raise RecordError(str(path), None, f"{tag}.{key}", "must be a non-empty string")
+        unknown = set(entry) - {"title", "summary", "explanation"}
+        if unknown:
+            raise RecordError(str(path), None, f"{tag}.{sorted(unknown)[0]}", "unknown key")
+        families[tag] = Family(tag, entry["title"].strip(), entry["summary"].strip(), " ".join(entry["explanation"].split()))
+    return families
+
+
+def families_for(paths: list[Path]) -> Path | None:
+    """The families file that belongs to the records at ``paths``: next to the first folder given."""
+    for path in paths:
+        folder = path if path.is_dir() else path.parent
+        for candidate in (folder, *folder.parents):
+            if (candidate / FAMILIES_FILE).exists():
+                return candidate / FAMILIES_FILE
+    return None

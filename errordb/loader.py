@@ -1,0 +1,155 @@
+"""Reading record files: one envelope per ``.json`` file, or one per line of a ``.jsonl`` file.
+
+Everything that can be wrong with a file becomes a :class:`~errordb.errors.RecordError` that
+names the file (and line, for JSON Lines), the record id when it could be read, and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from errordb.errors import RecordError
+from errordb.schema import Envelope
+
+RECORD_SUFFIXES = (".json", ".jsonl")
+#: Folders inside a records tree that hold other things than records (reviewed reproductions).
+NON_RECORD_DIRS = frozenset({"repros"})
+#: A record file larger than this is refused before it is parsed.
+MAX_FILE_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class LoadedRecord:
+    """A validated envelope and where it came from (``path`` or ``path:line``)."""
+
+    source: str
+    envelope: Envelope
+
+    @property
+    def record(self):
+        return self.envelope.record
+
+
+def record_files(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Path]:
+    """Every record file under ``paths`` (files as given, folders walked in sorted order)."""
+    for path in map(Path, paths):
+        if path.is_dir():
+            yield from _walk(path)
+        elif path.exists():
+            yield path
+        else:
+            raise RecordError(str(path), None, None, "no such file or folder")
+
+
+def _walk(folder: Path) -> Iterator[Path]:
+    # os.scandir in sorted order keeps the walk deterministic and lazy for millions of files.
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError as exc:
+        raise RecordError(str(folder), None, None, f"cannot read folder: {exc.strerror}") from None
+    for entry in entries:
+        if entry.name.startswith((".", "_")):
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            if entry.name not in NON_RECORD_DIRS:
+                yield from _walk(Path(entry.path))
+        elif entry.name.endswith(RECORD_SUFFIXES) and entry.is_file(follow_symlinks=False):
+            yield Path(entry.path)
+
+
+def load_records(paths: Iterable[str | os.PathLike[str]]) -> Iterator[LoadedRecord]:
+    """Validate and yield every record under ``paths``, raising on the first bad one."""
+    for path in record_files(paths):
+        yield from load_file(path)
+
+
+def load_file(path: Path) -> Iterator[LoadedRecord]:
+    """The records of one ``.json`` or ``.jsonl`` file."""
+    data = _read_bytes(path)
+    text = _decode(str(path), data)
+    if path.suffix == ".jsonl":
+        for number, line in enumerate(text.split("\n"), start=1):
+            if line.strip():
+                source = f"{path}:{number}"
+                yield LoadedRecord(source, parse_envelope(source, line))
+    else:
+        yield LoadedRecord(str(path), parse_envelope(str(path), text))
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise RecordError(str(path), None, None, f"file is {size} bytes; record files are limited to {MAX_FILE_BYTES}")
+        return path.read_bytes()
+    except OSError as exc:
+        raise RecordError(str(path), None, None, f"cannot read: {exc.strerror}") from None
+
+
+def _decode(source: str, data: bytes) -> str:
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise RecordError(source, None, None, "starts with a UTF-8 byte-order mark; save the file as UTF-8 without BOM")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecordError(source, None, None, f"not valid UTF-8 at byte {exc.start}") from None
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_envelope(source: str, text: str) -> Envelope:
+    """Parse and validate one envelope's JSON text; ``source`` names it in errors."""
+    try:
+        data = json.loads(text, object_pairs_hook=_refuse_duplicate_keys, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise RecordError(source, None, None, f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except (ValueError, RecursionError) as exc:
+        raise RecordError(source, None, None, f"malformed JSON: {exc}") from None
+    return validate_envelope(source, data)
+
+
+def validate_envelope(source: str, data: Any) -> Envelope:
+    """Validate decoded JSON as an envelope, turning pydantic's errors into one RecordError."""
+    record_id = _peek_id(data)
+    try:
+        return Envelope.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        field = ".".join(str(part) for part in first["loc"] if part != "record") or None
+        message = first["msg"]
+        if message.startswith("Value error, "):
+            message = message[len("Value error, ") :]
+        # Model-level checks name their own field as "field: problem".
+        if field is None and ": " in message and message.split(": ", 1)[0].isidentifier():
+            field, message = message.split(": ", 1)
+        more = exc.error_count() - 1
+        if more:
+            message += f" (and {more} more problem{'s' if more > 1 else ''})"
+        raise RecordError(source, record_id, field, message) from None
+
+
+def _peek_id(data: Any) -> str | None:
+    record = data.get("record") if isinstance(data, dict) else None
+    value = record.get("id") if isinstance(record, dict) else None
+    # Only echo an id that looks like one: the id goes into a one-line terminal message.
+    if isinstance(value, str) and len(value) == 16 and all(c in "0123456789abcdef" for c in value):
+        return value
+    return None

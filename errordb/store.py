@@ -1,0 +1,484 @@
+"""The SQLite store: records normalised into tables with sqlite-utils, and read back.
+
+Tables (all browsable with Datasette):
+
+- ``records``: one row per record, the record's scalar fields plus ``datasetVersion``,
+  ``contentHash`` (of the record file's canonical JSON) and ``function`` (the function that
+  encloses ``lineNumber`` in the snippet, found by reading the snippet, never by running it);
+- ``repos``; ``families`` (the ``backgroundTag`` explanations);
+- ``solutions`` and ``prevention_tips``: ordered child rows;
+- ``tags`` and ``record_tags`` (many-to-many, ordered);
+- ``meta``: dataset version, record count and content hash of the whole store;
+- full-text search: ``records_fts`` (message, documentation, trigger, situations) and
+  ``solutions_fts``.
+
+:func:`ingest` is idempotent (unchanged records are not rewritten) and atomic (one transaction;
+on any error nothing is left changed, and a database file it created is removed again).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from errordb.errors import ErrordbError, RecordError
+from errordb.families import Family, families_for, load_families
+from errordb.loader import LoadedRecord, load_records
+from errordb.schema import LIST_FIELDS, SCALAR_FIELDS, Envelope, Record, canonical_json
+from errordb.snippet import enclosing_function
+
+#: Bumped whenever the table layout changes; a database of another layout is refused.
+STORE_VERSION = "1"
+BATCH_SIZE = 2000
+
+RECORD_COLUMNS: dict[str, type] = {
+    "id": str, "repo": str, "slug": str, "errorCode": str, "errorMessage": str,
+    "messagePattern": str, "errorType": str, "errorClass": str, "httpStatus": int,
+    "severity": str, "filePath": str, "lineNumber": int, "sourceCode": str,
+    "sourceCodeStart": int, "sourceCodeEnd": int, "githubUrl": str, "documentation": str,
+    "triggerScenarios": str, "commonSituations": str, "exampleFix": str,
+    "handlingStrategy": str, "validationCode": str, "typeGuard": str, "tryCatchPattern": str,
+    "backgroundTag": str, "analyzedSha": str, "analyzedAt": str, "schemaVersion": int,
+    "datasetVersion": str, "contentHash": str, "function": str,
+}  # fmt: skip
+FTS_RECORD_COLUMNS = ["errorMessage", "documentation", "triggerScenarios", "commonSituations"]
+CHILD_TABLES = {"solutions": "solutions", "prevention_tips": "preventionTips"}
+
+
+class StoreError(ErrordbError):
+    """A database that cannot be used as an errordb store."""
+
+
+@dataclass
+class IngestReport:
+    """What an ingest changed, by record count."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    seconds: float = 0.0
+    changed_ids: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return self.added + self.updated + self.unchanged
+
+    def summary(self) -> str:
+        return (
+            f"{self.added} added, {self.updated} updated, {self.unchanged} unchanged, "
+            f"{self.removed} removed in {self.seconds:.2f}s"
+        )
+
+
+def connect(path: str | os.PathLike[str]) -> sqlite_utils.Database:
+    """Open a store file (created if missing) with the pragmas errordb relies on."""
+    conn = sqlite3.connect(str(path), timeout=30)
+    db = sqlite_utils.Database(conn)
+    db.execute("PRAGMA foreign_keys = ON")
+    return db
+
+
+def ensure_schema(db: sqlite_utils.Database) -> None:
+    """Create errordb's tables, indexes and full-text search where they are missing."""
+    if "meta" in db.table_names():
+        version = db.execute("SELECT value FROM meta WHERE key = 'storeVersion'").fetchone()
+        if version is None or version[0] != STORE_VERSION:
+            raise StoreError(
+                f"{_db_name(db)}: built by another errordb version (store layout "
+                f"{version[0] if version else '?'}, this errordb writes {STORE_VERSION}); ingest into a new file"
+            )
+        return
+    if db.table_names():
+        raise StoreError(f"{_db_name(db)}: not an errordb database (it has other tables)")
+    db["meta"].create({"key": str, "value": str}, pk="key")
+    db["repos"].create({"id": str, "owner": str, "name": str, "url": str}, pk="id")
+    db["families"].create({"tag": str, "title": str, "summary": str, "explanation": str}, pk="tag")
+    db["records"].create(
+        RECORD_COLUMNS,
+        pk="id",
+        not_null={"repo", "slug", "errorMessage", "messagePattern", "errorClass", "filePath", "lineNumber"},
+        foreign_keys=[("repo", "repos", "id"), ("backgroundTag", "families", "tag")],
+    )
+    db["records"].create_index(["slug"], unique=True)
+    for column in ("repo", "errorClass", "filePath", "backgroundTag", "function"):
+        db["records"].create_index([column])
+    for table in CHILD_TABLES:
+        db[table].create(
+            {"record_id": str, "position": int, "text": str},
+            pk=("record_id", "position"),
+            foreign_keys=[("record_id", "records", "id")],
+        )
+    db["tags"].create({"name": str}, pk="name")
+    db["record_tags"].create(
+        {"record_id": str, "position": int, "tag": str},
+        pk=("record_id", "position"),
+        foreign_keys=[("record_id", "records", "id"), ("tag", "tags", "name")],
+    )
+    db["record_tags"].create_index(["tag"])
+    db["records"].enable_fts(FTS_RECORD_COLUMNS, create_triggers=True, tokenize="porter")
+    db["solutions"].enable_fts(["text"], create_triggers=True, tokenize="porter")
+    db["meta"].insert({"key": "storeVersion", "value": STORE_VERSION})
+
+
+def _db_name(db: sqlite_utils.Database) -> str:
+    row = db.execute("PRAGMA database_list").fetchone()
+    return row[2] or ":memory:"
+
+
+def record_row(envelope: Envelope) -> dict[str, Any]:
+    """The ``records`` row of an envelope (scalar fields and derived columns)."""
+    record = envelope.record
+    row = {name: getattr(record, name) for name in SCALAR_FIELDS}
+    row["datasetVersion"] = envelope.datasetVersion
+    row["contentHash"] = content_hash(envelope)
+    row["function"] = enclosing_function(record.sourceCode, record.sourceCodeStart, record.lineNumber)
+    return row
+
+
+def content_hash(envelope: Envelope) -> str:
+    """SHA-256 of the envelope's canonical JSON: equal hashes mean equal record files."""
+    return hashlib.sha256(canonical_json(envelope).encode("utf-8")).hexdigest()
+
+
+def ingest(
+    paths: Iterable[str | os.PathLike[str]] | None = None,
+    db_path: str | os.PathLike[str] = "errordb.db",
+    *,
+    prune: bool = False,
+    families_path: str | os.PathLike[str] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> IngestReport:
+    """Load record files into the store at ``db_path``, all or nothing.
+
+    ``paths`` are files (``.json``, ``.jsonl``) or folders walked recursively; ``None`` means the
+    bundled records. With ``prune``, records in the store that none of the files hold are
+    removed. ``progress`` is called with the number of records read so far.
+    """
+    started = time.perf_counter()
+    paths = [Path(p) for p in paths] if paths is not None else [bundled_records_dir()]
+    families_file = Path(families_path) if families_path else families_for(paths)
+    families = load_families(families_file) if families_file else {}
+    db_path = Path(db_path)
+    existed = db_path.exists()
+    db = connect(db_path)
+    report = IngestReport()
+    try:
+        with db.atomic():
+            ensure_schema(db)
+            _write_families(db, families)
+            db.execute("CREATE TEMP TABLE seen (id TEXT PRIMARY KEY, source TEXT NOT NULL)")
+            read = 0
+            for batch in _batches(load_records(paths), BATCH_SIZE):
+                _write_batch(db, batch, report)
+                read += len(batch)
+                if progress:
+                    progress(read)
+            if prune:
+                report.removed = _prune(db)
+            _drop_orphans(db)
+            _write_meta(db)
+            db.execute("DROP TABLE temp.seen")
+    except BaseException:
+        db.close()
+        if not existed:
+            db_path.unlink(missing_ok=True)
+        raise
+    db.close()
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _batches(items: Iterator[LoadedRecord], size: int) -> Iterator[list[LoadedRecord]]:
+    while batch := list(islice(items, size)):
+        yield batch
+
+
+def _write_families(db: sqlite_utils.Database, families: dict[str, Family]) -> None:
+    if families:
+        db["families"].upsert_all(
+            ({"tag": f.tag, "title": f.title, "summary": f.summary, "explanation": f.explanation} for f in families.values()),
+            pk="tag",
+        )
+
+
+def _write_batch(db: sqlite_utils.Database, batch: list[LoadedRecord], report: IngestReport) -> None:
+    _refuse_duplicates(db, batch)
+    ids = [item.record.id for item in batch]
+    marks = ",".join("?" * len(ids))
+    known = dict(db.execute(f"SELECT id, contentHash FROM records WHERE id IN ({marks})", ids).fetchall())
+    added, updated = [], []
+    for item in batch:
+        row = record_row(item.envelope)
+        previous = known.get(row["id"])
+        if previous is None:
+            added.append((item, row))
+        elif previous != row["contentHash"]:
+            updated.append((item, row))
+        else:
+            report.unchanged += 1
+    if not added and not updated:
+        return
+    changed = added + updated
+    _ensure_parents(db, [item for item, _ in changed])
+    if updated:
+        _delete_children(db, [row["id"] for _, row in updated])
+    for item, row in changed:
+        try:
+            if row["id"] in known:
+                db["records"].update(row["id"], row)
+            else:
+                db["records"].insert(row)
+        except sqlite3.IntegrityError as exc:
+            raise _integrity_error(db, item, exc) from None
+    _insert_children(db, [item for item, _ in changed])
+    report.added += len(added)
+    report.updated += len(updated)
+    report.changed_ids.extend(row["id"] for _, row in changed)
+
+
+def _refuse_duplicates(db: sqlite_utils.Database, batch: list[LoadedRecord]) -> None:
+    sources: dict[str, str] = {}
+    for item in batch:
+        other = sources.setdefault(item.record.id, item.source)
+        if other != item.source:
+            raise RecordError(item.source, item.record.id, "id", f"duplicate id: {other} has a record with the same id")
+    marks = ",".join("?" * len(sources))
+    for record_id, other in db.execute(f"SELECT id, source FROM temp.seen WHERE id IN ({marks})", list(sources)):
+        item = next(i for i in batch if i.record.id == record_id)
+        raise RecordError(item.source, record_id, "id", f"duplicate id: {other} has a record with the same id")
+    db.conn.executemany("INSERT INTO temp.seen (id, source) VALUES (?, ?)", sources.items())
+
+
+def _integrity_error(db: sqlite_utils.Database, item: LoadedRecord, exc: sqlite3.IntegrityError) -> RecordError:
+    record = item.record
+    if "records.slug" in str(exc):
+        other = db.execute("SELECT id FROM records WHERE slug = ?", [record.slug]).fetchone()
+        holder = f"record {other[0]}" if other else "another record"
+        return RecordError(item.source, record.id, "slug", f"{record.slug!r} is already the slug of {holder}")
+    return RecordError(item.source, record.id, None, f"cannot be stored: {exc}")
+
+
+def _ensure_parents(db: sqlite_utils.Database, items: list[LoadedRecord]) -> None:
+    repos = {item.record.repo for item in items}
+    db["repos"].insert_all(
+        (
+            {"id": repo, "owner": repo.split("/")[0], "name": repo.split("/")[1], "url": f"https://github.com/{repo}"}
+            for repo in sorted(repos)
+        ),
+        pk="id",
+        ignore=True,
+    )
+    tags = {tag for item in items for tag in item.record.tags}
+    db["tags"].insert_all(({"name": tag} for tag in sorted(tags)), pk="name", ignore=True)
+    # A backgroundTag without an entry in families.toml still needs its row (`check` reports it).
+    families = {item.record.backgroundTag for item in items if item.record.backgroundTag}
+    db["families"].insert_all(({"tag": tag} for tag in sorted(families)), pk="tag", ignore=True)
+
+
+def _delete_children(db: sqlite_utils.Database, ids: list[str]) -> None:
+    marks = ",".join("?" * len(ids))
+    for table in (*CHILD_TABLES, "record_tags"):
+        db.execute(f"DELETE FROM {table} WHERE record_id IN ({marks})", ids)
+
+
+def _insert_children(db: sqlite_utils.Database, items: list[LoadedRecord]) -> None:
+    for table, attribute in CHILD_TABLES.items():
+        rows = (
+            {"record_id": item.record.id, "position": position, "text": text}
+            for item in items
+            for position, text in enumerate(getattr(item.record, attribute))
+        )
+        db[table].insert_all(rows, pk=("record_id", "position"))
+    tag_rows = (
+        {"record_id": item.record.id, "position": position, "tag": tag}
+        for item in items
+        for position, tag in enumerate(item.record.tags)
+    )
+    db["record_tags"].insert_all(tag_rows, pk=("record_id", "position"))
+
+
+def _prune(db: sqlite_utils.Database) -> int:
+    gone = "SELECT id FROM records WHERE id NOT IN (SELECT id FROM temp.seen)"
+    count = db.execute(f"SELECT count(*) FROM ({gone})").fetchone()[0]
+    if count:
+        for table in (*CHILD_TABLES, "record_tags"):
+            db.execute(f"DELETE FROM {table} WHERE record_id IN ({gone})")
+        db.execute(f"DELETE FROM records WHERE id IN ({gone})")
+    return count
+
+
+def _drop_orphans(db: sqlite_utils.Database) -> None:
+    db.execute("DELETE FROM repos WHERE id NOT IN (SELECT repo FROM records)")
+    db.execute("DELETE FROM tags WHERE name NOT IN (SELECT tag FROM record_tags)")
+
+
+def _write_meta(db: sqlite_utils.Database) -> None:
+    digest = hashlib.sha256()
+    for record_id, record_hash in db.execute("SELECT id, contentHash FROM records ORDER BY id"):
+        digest.update(f"{record_id}:{record_hash}\n".encode())
+    count, version = db.execute("SELECT count(*), max(datasetVersion) FROM records").fetchone()
+    db["meta"].upsert_all(
+        [
+            {"key": "datasetVersion", "value": version},
+            {"key": "recordCount", "value": str(count)},
+            {"key": "contentHash", "value": digest.hexdigest()},
+        ],
+        pk="key",
+    )
+
+
+# Reading back ---------------------------------------------------------------------------------
+
+
+def meta(db: sqlite_utils.Database) -> dict[str, str]:
+    """The ``meta`` table as a dict (dataset version, record count, content hash)."""
+    return dict(db.execute("SELECT key, value FROM meta").fetchall())
+
+
+def get_envelope(db: sqlite_utils.Database, record_id: str) -> Envelope | None:
+    """The record with ``record_id`` rebuilt from its rows, as the file that held it."""
+    rows = list(iter_envelopes(db, where="id = ?", params=[record_id]))
+    return rows[0] if rows else None
+
+
+def find_record_id(db: sqlite_utils.Database, key: str) -> str | None:
+    """The id of the record named by ``key``: an id, a slug, or a page or JSON URL ending in one."""
+    candidates = [key.strip()]
+    tail = key.strip().rstrip("/").rsplit("/", 1)[-1]
+    candidates += [tail, tail.removesuffix(".json")]
+    for candidate in candidates:
+        row = db.execute("SELECT id FROM records WHERE id = ? OR slug = ?", [candidate, candidate]).fetchone()
+        if row:
+            return row[0]
+    return None
+
+
+def iter_envelopes(
+    db: sqlite_utils.Database, where: str | None = None, params: list[Any] | None = None, batch: int = 1000
+) -> Iterator[Envelope]:
+    """Every record (or those matching ``where``), rebuilt, in id order, a batch at a time."""
+    scalar = ", ".join(f'"{name}"' for name in SCALAR_FIELDS)
+    sql = f"SELECT {scalar}, datasetVersion FROM records"
+    if where:
+        sql += f" WHERE {where}"
+    sql += " ORDER BY id"
+    cursor = db.execute(sql, params or [])
+    while rows := cursor.fetchmany(batch):
+        ids = [row[0] for row in rows]
+        lists = _child_lists(db, ids)
+        for row in rows:
+            record = dict(zip(SCALAR_FIELDS, row[:-1]))
+            for name in LIST_FIELDS:
+                record[name] = lists[name].get(record["id"], [])
+            # The rows were validated on the way in; constructing skips validating them again.
+            yield Envelope.model_construct(record=Record.model_construct(**record), datasetVersion=row[-1])
+
+
+def _child_lists(db: sqlite_utils.Database, ids: list[str]) -> dict[str, dict[str, list[str]]]:
+    marks = ",".join("?" * len(ids))
+    sources = {"solutions": ("solutions", "text"), "preventionTips": ("prevention_tips", "text"), "tags": ("record_tags", "tag")}
+    lists: dict[str, dict[str, list[str]]] = {}
+    for name, (table, column) in sources.items():
+        grouped: dict[str, list[str]] = {}
+        sql = f"SELECT record_id, {column} FROM {table} WHERE record_id IN ({marks}) ORDER BY record_id, position"
+        for record_id, value in db.execute(sql, ids):
+            grouped.setdefault(record_id, []).append(value)
+        lists[name] = grouped
+    return lists
+
+
+# The embedded default --------------------------------------------------------------------------
+
+
+def bundled_records_dir() -> Path:
+    """The records shipped with errordb: inside the installed package, or the source checkout's."""
+    package = Path(__file__).resolve().parent
+    for candidate in (package / "_bundled" / "records", package.parent / "records"):
+        if candidate.is_dir():
+            return candidate
+    raise StoreError("the bundled records are missing from this installation; pass --db")
+
+
+def cache_dir() -> Path:
+    """Where errordb keeps the embedded default database (``$ERRORDB_CACHE`` to move it)."""
+    if os.environ.get("ERRORDB_CACHE"):
+        return Path(os.environ["ERRORDB_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "errordb"
+
+
+def records_fingerprint(folder: Path) -> str:
+    """A digest of every record file's path, size and modification time under ``folder``."""
+    from errordb import __version__
+    from errordb.loader import record_files
+
+    digest = hashlib.sha256(f"{__version__}:{STORE_VERSION}\n".encode())
+    families = folder / "families.toml"
+    for path in [*record_files([folder]), *([families] if families.exists() else [])]:
+        stat = path.stat()
+        digest.update(f"{path.relative_to(folder)}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def default_db_path() -> Path:
+    """The embedded default database, built from the bundled records on first use.
+
+    It is rebuilt when the records change and replaced atomically, so concurrent first runs
+    are safe; stale copies are removed.
+    """
+    records = bundled_records_dir()
+    folder = cache_dir()
+    target = folder / f"default-{records_fingerprint(records)}.db"
+    if target.exists() and _is_healthy(target):
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / f".{target.name}.{os.getpid()}.partial"
+    partial.unlink(missing_ok=True)
+    try:
+        ingest([records], partial)
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    for stale in folder.glob("default-*.db"):
+        if stale != target:
+            stale.unlink(missing_ok=True)
+    return target
+
+
+def _is_healthy(path: Path) -> bool:
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            ok = conn.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+            return ok and conn.execute("SELECT value FROM meta WHERE key='storeVersion'").fetchone()[0] == STORE_VERSION
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return False
+
+
+def open_db(db_path: str | os.PathLike[str] | None = None) -> sqlite_utils.Database:
+    """Open the store at ``db_path``, else ``$ERRORDB_DB``, else the embedded default."""
+    path = db_path or os.environ.get("ERRORDB_DB") or default_db_path()
+    path = Path(path)
+    if not path.exists():
+        raise StoreError(f"{path}: no such database; create it with `errordb ingest --db {path}`")
+    db = connect(path)
+    try:
+        if "meta" not in db.table_names():
+            raise StoreError(f"{path}: not an errordb database")
+        ensure_schema(db)
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise StoreError(f"{path}: cannot be read as an SQLite database ({exc})") from None
+    return db
