@@ -133,7 +133,7 @@ def validate_envelope(source: str, data: Any) -> Envelope:
         return Envelope.model_validate(data)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
-        field = ".".join(str(part) for part in first["loc"] if part != "record") or None
+        field = _field_name(first["loc"])
         message = first["msg"]
         if message.startswith("Value error, "):
             message = message[len("Value error, ") :]
@@ -144,6 +144,14 @@ def validate_envelope(source: str, data: Any) -> Envelope:
         if more:
             message += f" (and {more} more problem{'s' if more > 1 else ''})"
         raise RecordError(source, record_id, field, message) from None
+
+
+def _field_name(loc: tuple) -> str | None:
+    """pydantic's error location as a field name: ``("record", "tags", 0)`` is ``tags[0]``."""
+    name = ""
+    for part in loc[1:] if loc[:1] == ("record",) else loc:
+        name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else str(part))
+    return name or None
 
 
 def _peek_id(data: Any) -> str | None:

@@ -185,8 +185,9 @@ def ingest(
                     progress(read)
             if prune:
                 report.removed = _prune(db)
-            _drop_orphans(db)
-            _write_meta(db)
+            if report.added or report.updated or report.removed:
+                _drop_orphans(db)
+                _write_meta(db)
             db.execute("DROP TABLE temp.seen")
     except BaseException:
         db.close()
@@ -204,11 +205,15 @@ def _batches(items: Iterator[LoadedRecord], size: int) -> Iterator[list[LoadedRe
 
 
 def _write_families(db: sqlite_utils.Database, families: dict[str, Family]) -> None:
-    if families:
-        db["families"].upsert_all(
-            ({"tag": f.tag, "title": f.title, "summary": f.summary, "explanation": f.explanation} for f in families.values()),
-            pk="tag",
-        )
+    # Compare first: an ingest that changes nothing must not write (the file stays identical).
+    current = {row["tag"]: row for row in db["families"].rows}
+    wanted = [
+        {"tag": f.tag, "title": f.title, "summary": f.summary, "explanation": f.explanation}
+        for f in families.values()
+    ]
+    changed = [row for row in wanted if current.get(row["tag"]) != row]
+    if changed:
+        db["families"].upsert_all(changed, pk="tag")
 
 
 def _write_batch(db: sqlite_utils.Database, batch: list[LoadedRecord], report: IngestReport) -> None:

@@ -1,0 +1,224 @@
+"""Ingest into SQLite: round trips, idempotency, updates, pruning, atomicity, the embedded default."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+
+import pytest
+from helpers import ALL_IDS, BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR, RECORDS, copy_records, envelope, record_file, write_envelope
+
+from errordb.errors import RecordError
+from errordb.schema import canonical_json
+from errordb.store import (
+    StoreError,
+    connect,
+    default_db_path,
+    find_record_id,
+    get_envelope,
+    ingest,
+    iter_envelopes,
+    meta,
+    open_db,
+)
+
+
+def file_digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def records(tmp_path):
+    return copy_records(tmp_path / "records")
+
+
+@pytest.fixture
+def db_path(tmp_path, records):
+    path = tmp_path / "e.db"
+    ingest([records], path)
+    return path
+
+
+def test_round_trip_rebuilds_every_record_file_byte_for_byte(db_path):
+    db = connect(db_path)
+    rebuilt = {env.record.id: canonical_json(env) for env in iter_envelopes(db)}
+    assert sorted(rebuilt) == sorted(ALL_IDS)
+    for record_id, text in rebuilt.items():
+        assert text == record_file(record_id).read_text(encoding="utf-8")
+
+
+def test_normalised_tables(db_path):
+    db = connect(db_path)
+    assert db["repos"].get("sgl-project/sglang")["url"] == "https://github.com/sgl-project/sglang"
+    solutions = db.execute(
+        "SELECT position, text FROM solutions WHERE record_id = ? ORDER BY position", [KIMI_VALUE_ERROR]
+    ).fetchall()
+    assert [p for p, _ in solutions] == [0, 1, 2]
+    assert solutions[0][1].startswith("Pass an explicit list of layer ids")
+    tags = [r[0] for r in db.execute("SELECT tag FROM record_tags WHERE record_id = ? ORDER BY position", [KIMI_PP_ERROR])]
+    assert tags == ["dspark", "pipeline-parallel", "speculative-decoding", "kimi"]
+    assert db["families"].get("missing-required-argument")["title"] == "Missing required argument"
+    functions = {r["id"]: r["function"] for r in db["records"].rows}
+    assert set(functions.values()) == {"set_dspark_layers_to_capture"}
+    foreign = {(fk.column, fk.other_table) for fk in db["records"].foreign_keys}
+    assert foreign == {("repo", "repos"), ("backgroundTag", "families")}
+    assert meta(db)["recordCount"] == "3"
+    assert meta(db)["datasetVersion"] == "2026-08-28T06:17:29.519Z"
+
+
+def test_full_text_search_covers_messages_documentation_and_solutions(db_path):
+    db = connect(db_path)
+    hits = [r["id"] for r in db["records"].search("pipeline")]
+    assert KIMI_PP_ERROR in hits
+    solution_hits = db.execute(
+        "SELECT solutions.record_id FROM solutions_fts JOIN solutions ON solutions.rowid = solutions_fts.rowid "
+        "WHERE solutions_fts MATCH 'relaunch'"
+    ).fetchall()
+    assert solution_hits == [(KIMI_PP_ERROR,)]
+
+
+def test_ingest_twice_changes_nothing(records, db_path):
+    before = file_digest(db_path)
+    report = ingest([records], db_path)
+    assert (report.added, report.updated, report.unchanged, report.removed) == (0, 0, 3, 0)
+    assert file_digest(db_path) == before
+
+
+def test_changed_record_is_updated_in_place(records, db_path):
+    data = envelope(KIMI_PP_ERROR)
+    data["record"]["solutions"] = ["Only this one now."]
+    data["record"]["tags"] = ["dspark"]
+    write_envelope(records, data)
+    report = ingest([records], db_path)
+    assert (report.added, report.updated, report.unchanged) == (0, 1, 2)
+    db = connect(db_path)
+    assert get_envelope(db, KIMI_PP_ERROR).record.solutions == ["Only this one now."]
+    assert canonical_json(get_envelope(db, KIMI_PP_ERROR)) == json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    found = db.execute("SELECT rowid FROM solutions_fts WHERE solutions_fts MATCH 'relaunch'").fetchall()
+    assert found == []
+    assert db.execute("SELECT count(*) FROM tags WHERE name = 'pipeline-parallel'").fetchone()[0] == 0
+
+
+def test_prune_removes_records_whose_files_are_gone(records, db_path):
+    (records / "sgl-project" / "sglang" / f"{KIMI_PP_ERROR}.json").unlink()
+    kept = ingest([records], db_path)
+    assert kept.removed == 0 and connect(db_path)["records"].count == 3
+    pruned = ingest([records], db_path, prune=True)
+    assert pruned.removed == 1
+    db = connect(db_path)
+    assert db["records"].count == 2
+    assert db.execute("SELECT count(*) FROM solutions WHERE record_id = ?", [KIMI_PP_ERROR]).fetchone()[0] == 0
+    assert db.execute("PRAGMA foreign_key_check").fetchall() == []
+
+
+def test_json_lines_input(tmp_path):
+    lines = "\n".join(record_file(i).read_text(encoding="utf-8") for i in ALL_IDS) + "\n"
+    source = tmp_path / "all.jsonl"
+    source.write_text(lines, encoding="utf-8")
+    report = ingest([source], tmp_path / "j.db", families_path=RECORDS / "families.toml")
+    assert report.added == 3
+
+
+@pytest.mark.parametrize(
+    "mutate, field",
+    [
+        (lambda d: d["record"].update(lineNumber="2888"), "lineNumber"),
+        (lambda d: d["record"].pop("errorClass"), "errorClass"),
+        (lambda d: d["record"].update(messagePattern="DSPARK ("), "messagePattern"),
+        (lambda d: d["record"].update(bogus=True), "bogus"),
+    ],
+)
+def test_one_bad_record_aborts_and_leaves_the_database_unchanged(records, db_path, mutate, field):
+    good = envelope(KIMI_VALUE_ERROR)
+    good["record"]["solutions"] = ["changed, and must not be stored"]
+    write_envelope(records, good)
+    bad = envelope(KIMI_PP_ERROR)
+    mutate(bad)
+    bad_path = write_envelope(records, bad)
+    before = file_digest(db_path)
+    with pytest.raises(RecordError) as caught:
+        ingest([records], db_path)
+    assert caught.value.source == str(bad_path)
+    assert caught.value.record_id == KIMI_PP_ERROR
+    assert caught.value.field == field
+    assert file_digest(db_path) == before
+
+
+def test_malformed_json_aborts_with_the_file_named(records, db_path):
+    broken = records / "sgl-project" / "sglang" / f"{KIMI_PP_ERROR}.json"
+    broken.write_text(broken.read_text()[:200], encoding="utf-8")
+    before = file_digest(db_path)
+    with pytest.raises(RecordError, match=r"malformed JSON") as caught:
+        ingest([records], db_path)
+    assert caught.value.source == str(broken)
+    assert file_digest(db_path) == before
+
+
+def test_duplicate_id_across_files_is_refused(records, db_path):
+    copy = write_envelope(records, envelope(KIMI_PP_ERROR), name="zz-copy/ce31b31dd9a787ba.json")
+    before = file_digest(db_path)
+    with pytest.raises(RecordError, match="duplicate id") as caught:
+        ingest([records], db_path)
+    assert caught.value.field == "id"
+    assert {caught.value.source} <= {str(copy), str(record_file(KIMI_PP_ERROR)).replace(str(RECORDS), str(records))}
+    assert file_digest(db_path) == before
+
+
+def test_duplicate_slug_is_refused(records, db_path):
+    data = envelope(BAILING_VALUE_ERROR)
+    data["record"]["slug"] = "dspark-aux-hidden-capture-requires-pp-1"
+    write_envelope(records, data)
+    with pytest.raises(RecordError, match="already the slug of record ce31b31dd9a787ba") as caught:
+        ingest([records], db_path)
+    assert caught.value.field == "slug"
+
+
+def test_failed_ingest_into_a_new_file_leaves_no_file(tmp_path, records):
+    bad = envelope(KIMI_PP_ERROR)
+    bad["record"]["severity"] = "nope"
+    write_envelope(records, bad)
+    target = tmp_path / "new.db"
+    with pytest.raises(RecordError):
+        ingest([records], target)
+    assert not target.exists()
+
+
+def test_a_database_of_another_kind_is_refused(tmp_path, records):
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).execute("CREATE TABLE x (y)").connection.commit()
+    with pytest.raises(StoreError, match="not an errordb database"):
+        ingest([records], other)
+
+
+def test_find_record_by_id_slug_or_url(db_path):
+    db = connect(db_path)
+    assert find_record_id(db, BAILING_VALUE_ERROR) == BAILING_VALUE_ERROR
+    assert find_record_id(db, "dspark-aux-hidden-capture-requires-pp-1") == KIMI_PP_ERROR
+    assert find_record_id(db, "https://example.org/errors/dspark-aux-hidden-capture-requires-pp-1/") == KIMI_PP_ERROR
+    assert find_record_id(db, f"/api/errors/{KIMI_VALUE_ERROR}.json") == KIMI_VALUE_ERROR
+    assert find_record_id(db, "nothing-like-it") is None
+
+
+def test_embedded_default_is_built_once_from_a_clean_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ERRORDB_CACHE", str(tmp_path / "fresh-cache"))
+    first = default_db_path()
+    assert first.parent == tmp_path / "fresh-cache"
+    assert connect(first)["records"].count == 3
+    stamp = first.stat().st_mtime_ns
+    assert default_db_path() == first and first.stat().st_mtime_ns == stamp
+    db = open_db()
+    assert {r["id"] for r in db["records"].rows} == set(ALL_IDS)
+
+
+def test_embedded_default_rebuilds_a_corrupt_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ERRORDB_CACHE", str(tmp_path / "c"))
+    path = default_db_path()
+    path.write_bytes(b"this is not sqlite" * 100)
+    assert default_db_path() == path
+    assert connect(path)["records"].count == 3
+
+
+def test_open_db_names_a_missing_file(tmp_path):
+    with pytest.raises(StoreError, match="no such database"):
+        open_db(tmp_path / "missing.db")
