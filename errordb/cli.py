@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from pathlib import Path
@@ -47,6 +48,62 @@ def cli(debug: bool) -> None:
       python train.py 2>&1 | errordb explain -
       errordb check records/
     """
+
+
+@cli.command()
+@click.argument("text", required=False)
+@click.option("-f", "--file", "log_file", type=click.Path(dir_okay=False, path_type=Path), help="Read the traceback or log from this file.")
+@click.option("--format", "output_format", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
+@click.option("--color/--no-color", default=None, help="Force colour on or off (default: on a terminal, unless NO_COLOR is set).")
+@db_option
+def explain(text: str | None, log_file: Path | None, output_format: str, color: bool | None, db_path: Path | None) -> None:
+    """Say which known error a traceback, log or message is, and how to fix it.
+
+    TEXT is the traceback or message itself; `-` reads standard input; --file reads a log
+    (both are read line by line, so a large log costs little memory). Every exception found
+    is matched against every record's pattern and ranked by class, file, function and line
+    (docs/matching.md). Exit status: 0 matched, 1 nothing matched, 2 bad usage or input.
+
+    \b
+    Examples:
+      errordb explain "ValueError: DSPARK requires explicit layer_ids for aux hidden capture."
+      python serve.py 2>&1 | errordb explain -
+      errordb explain --file server.log --format json
+    """
+    from errordb.explain import explain as explain_source
+    from errordb.store import open_db
+
+    if (text is None) == (log_file is None):
+        raise click.UsageError("give TEXT, `-` for standard input, or --file LOG (one of them)")
+    db = open_db(db_path)
+    if log_file is not None:
+        source = _read_lines(log_file)
+    elif text == "-":
+        source = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+    else:
+        source = text
+    result = explain_source(source, db)
+    if output_format == "json":
+        click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+    elif output_format == "markdown":
+        from errordb.render import render_markdown
+
+        click.echo(render_markdown(result, db), nl=False)
+    else:
+        from errordb.render import render_terminal, use_color
+
+        stream = click.get_text_stream("stdout")
+        click.echo(render_terminal(result, db, color=use_color(stream, color)), color=use_color(stream, color))
+    sys.exit(result.exit_code)
+
+
+def _read_lines(path: Path):
+    try:
+        handle = open(path, encoding="utf-8", errors="replace", newline="")
+    except OSError as exc:
+        raise ErrordbError(f"{path}: cannot read: {exc.strerror}") from None
+    with handle:
+        yield from handle
 
 
 @cli.command()

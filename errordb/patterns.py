@@ -13,6 +13,11 @@ import functools
 import re
 from typing import Any
 
+_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_MESSAGE_WORD = re.compile(r"[a-z0-9_]+")
+#: The most words of one message that take part in the candidate lookup.
+MAX_MESSAGE_WORDS = 4096
+
 
 class PatternError(ValueError):
     """A messagePattern that errordb will not run."""
@@ -70,3 +75,78 @@ def fullmatch(pattern: str, text: str) -> bool:
 def search(pattern: str, text: str) -> bool:
     """Whether ``pattern`` matches somewhere in ``text`` (in RE2)."""
     return cached_pattern(pattern).search(text) is not None
+
+
+def literal_runs(pattern: str) -> list[str]:
+    """The runs of literal text that every match of ``pattern`` must contain, in order.
+
+    Read from Python's own parse tree of the pattern (the same syntax RE2 accepts); anything
+    that is not a plain literal (a class, a repeat, an alternation) ends a run, so the runs are
+    a necessary condition for a match, never a guess.
+    """
+    from re import _parser  # the parser behind re.compile; stable across 3.11-3.13
+
+    try:
+        tree = _parser.parse(pattern)
+    except (re.error, RecursionError, OverflowError):
+        return []
+    runs: list[str] = []
+    current = [""]
+    _collect(tree, runs, current)
+    _flush(runs, current)
+    if tree.state.flags & re.IGNORECASE:
+        return [run.lower() for run in runs]
+    return runs
+
+
+def _collect(items: Any, runs: list[str], current: list[str]) -> None:
+    for op, arg in items:
+        name = str(op)
+        if name == "LITERAL":
+            current[0] += chr(arg)
+        elif name == "SUBPATTERN" and arg[1] == 0 and arg[2] == 0:
+            # A group in sequence is required: its literals join the surrounding run.
+            _collect(arg[3], runs, current)
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") and arg[0] >= 1:
+            _flush(runs, current)
+            _collect(arg[2], runs, current)
+            _flush(runs, current)
+        elif name == "AT":
+            continue  # anchors match no text: the run goes on
+        else:
+            _flush(runs, current)
+
+
+def _flush(runs: list[str], current: list[str]) -> None:
+    if current[0]:
+        runs.append(current[0])
+    current[0] = ""
+
+
+def index_key(pattern: str) -> str:
+    """The one word that every message matching ``pattern`` contains, used to find candidates.
+
+    A word counts only when literal non-word characters bound it on both sides inside one run,
+    so it is a whole word of the message too; the longest such word wins (longer words are
+    rarer). Patterns with none get ``""``: they are tried for every message.
+    """
+    best = ""
+    for run in literal_runs(pattern):
+        run = run.lower()
+        word = ""
+        for position, char in enumerate(run):
+            if char in _WORD_CHARS:
+                word += char
+                continue
+            start = position - len(word)
+            if word and start > 0 and run[start - 1] not in _WORD_CHARS:
+                if len(word) > len(best) or (len(word) == len(best) and word < best):
+                    best = word
+            word = ""
+    return best
+
+
+def message_words(message: str) -> list[str]:
+    """The distinct lower-case words of a message, to look candidates up by :func:`index_key`."""
+    words = dict.fromkeys(_MESSAGE_WORD.findall(message.lower()))
+    return list(words)[:MAX_MESSAGE_WORDS]

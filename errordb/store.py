@@ -4,7 +4,9 @@ Tables (all browsable with Datasette):
 
 - ``records``: one row per record, the record's scalar fields plus ``datasetVersion``,
   ``contentHash`` (of the record file's canonical JSON) and ``function`` (the function that
-  encloses ``lineNumber`` in the snippet, found by reading the snippet, never by running it);
+  encloses ``lineNumber`` in the snippet, found by reading the snippet, never by running it) and
+  ``matchKey`` (a word every message matching the pattern contains: explain looks candidates
+  up by it instead of trying every pattern);
 - ``repos``; ``families`` (the ``backgroundTag`` explanations);
 - ``solutions`` and ``prevention_tips``: ordered child rows;
 - ``tags`` and ``record_tags`` (many-to-many, ordered);
@@ -33,6 +35,7 @@ import sqlite_utils
 from errordb.errors import ErrordbError, RecordError
 from errordb.families import Family, families_for, load_families
 from errordb.loader import LoadedRecord, load_records
+from errordb.patterns import index_key
 from errordb.schema import LIST_FIELDS, SCALAR_FIELDS, Envelope, Record, canonical_json
 from errordb.snippet import enclosing_function
 
@@ -48,7 +51,7 @@ RECORD_COLUMNS: dict[str, type] = {
     "triggerScenarios": str, "commonSituations": str, "exampleFix": str,
     "handlingStrategy": str, "validationCode": str, "typeGuard": str, "tryCatchPattern": str,
     "backgroundTag": str, "analyzedSha": str, "analyzedAt": str, "schemaVersion": int,
-    "datasetVersion": str, "contentHash": str, "function": str,
+    "datasetVersion": str, "contentHash": str, "function": str, "matchKey": str,
 }  # fmt: skip
 FTS_RECORD_COLUMNS = ["errorMessage", "documentation", "triggerScenarios", "commonSituations"]
 CHILD_TABLES = {"solutions": "solutions", "prevention_tips": "preventionTips"}
@@ -110,7 +113,7 @@ def ensure_schema(db: sqlite_utils.Database) -> None:
         foreign_keys=[("repo", "repos", "id"), ("backgroundTag", "families", "tag")],
     )
     db["records"].create_index(["slug"], unique=True)
-    for column in ("repo", "errorClass", "filePath", "backgroundTag", "function"):
+    for column in ("repo", "errorClass", "filePath", "backgroundTag", "function", "matchKey"):
         db["records"].create_index([column])
     for table in CHILD_TABLES:
         db[table].create(
@@ -142,6 +145,7 @@ def record_row(envelope: Envelope) -> dict[str, Any]:
     row["datasetVersion"] = envelope.datasetVersion
     row["contentHash"] = content_hash(envelope)
     row["function"] = enclosing_function(record.sourceCode, record.sourceCodeStart, record.lineNumber)
+    row["matchKey"] = index_key(record.messagePattern)
     return row
 
 
@@ -356,6 +360,12 @@ def get_envelope(db: sqlite_utils.Database, record_id: str) -> Envelope | None:
     return rows[0] if rows else None
 
 
+def get_record(db: sqlite_utils.Database, record_id: str) -> dict[str, Any] | None:
+    """The record with ``record_id`` as a plain dict (record fields plus derived columns)."""
+    rows = list(iter_record_dicts(db, where="id = ?", params=[record_id]))
+    return rows[0] if rows else None
+
+
 def find_record_id(db: sqlite_utils.Database, key: str) -> str | None:
     """The id of the record named by ``key``: an id, a slug, or a page or JSON URL ending in one."""
     candidates = [key.strip()]
@@ -368,25 +378,41 @@ def find_record_id(db: sqlite_utils.Database, key: str) -> str | None:
     return None
 
 
-def iter_envelopes(
+DERIVED_COLUMNS = ("datasetVersion", "function", "contentHash")
+
+
+def iter_record_dicts(
     db: sqlite_utils.Database, where: str | None = None, params: list[Any] | None = None, batch: int = 1000
-) -> Iterator[Envelope]:
-    """Every record (or those matching ``where``), rebuilt, in id order, a batch at a time."""
-    scalar = ", ".join(f'"{name}"' for name in SCALAR_FIELDS)
-    sql = f"SELECT {scalar}, datasetVersion FROM records"
+) -> Iterator[dict[str, Any]]:
+    """Every record (or those matching ``where``) as a dict with its lists, in id order, a batch at a time.
+
+    Besides the record's fields each dict has ``datasetVersion``, ``function`` and ``contentHash``.
+    """
+    columns = ", ".join(f'"{name}"' for name in (*SCALAR_FIELDS, *DERIVED_COLUMNS))
+    sql = f"SELECT {columns} FROM records"
     if where:
         sql += f" WHERE {where}"
     sql += " ORDER BY id"
     cursor = db.execute(sql, params or [])
     while rows := cursor.fetchmany(batch):
-        ids = [row[0] for row in rows]
-        lists = _child_lists(db, ids)
+        lists = _child_lists(db, [row[0] for row in rows])
         for row in rows:
-            record = dict(zip(SCALAR_FIELDS, row[:-1]))
+            record = dict(zip((*SCALAR_FIELDS, *DERIVED_COLUMNS), row))
             for name in LIST_FIELDS:
                 record[name] = lists[name].get(record["id"], [])
-            # The rows were validated on the way in; constructing skips validating them again.
-            yield Envelope.model_construct(record=Record.model_construct(**record), datasetVersion=row[-1])
+            yield record
+
+
+def iter_envelopes(
+    db: sqlite_utils.Database, where: str | None = None, params: list[Any] | None = None, batch: int = 1000
+) -> Iterator[Envelope]:
+    """Every record (or those matching ``where``), rebuilt as envelopes, in id order."""
+    for record in iter_record_dicts(db, where, params, batch):
+        version = record.pop("datasetVersion")
+        for name in DERIVED_COLUMNS[1:]:
+            del record[name]
+        # The rows were validated on the way in; constructing skips validating them again.
+        yield Envelope.model_construct(record=Record.model_construct(**record), datasetVersion=version)
 
 
 def _child_lists(db: sqlite_utils.Database, ids: list[str]) -> dict[str, dict[str, list[str]]]:

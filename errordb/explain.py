@@ -1,0 +1,218 @@
+"""``errordb explain``: parse a traceback or log, match every exception, say what it is.
+
+The data flows one way: text → :mod:`errordb.parse` → :class:`errordb.match.Matcher` →
+:class:`Explanation`, which the renderers (:mod:`errordb.render`) and ``--format json`` read.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import traceback
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from errordb.match import Match, Matcher, rank
+
+SIMILAR_LIMIT = 3
+
+
+@dataclass
+class Finding:
+    """One parsed exception and the records that match it, best first."""
+
+    index: int
+    exception: Any  # errordb.parse.ParsedException
+    matches: list[Match]
+    root_cause: bool
+
+    @property
+    def best(self) -> list[Match]:
+        """The matches sharing the best score: one record, or several equally likely."""
+        if not self.matches:
+            return []
+        top = self.matches[0].score
+        return [m for m in self.matches if m.score == top]
+
+    @property
+    def tell_apart(self) -> str | None:
+        """When several records match equally well, what tells them apart."""
+        best = self.best
+        if len(best) < 2:
+            return None
+        places = "; ".join(f"{m.record['filePath']}:{m.record['lineNumber']} in {m.record['function'] or '?'}" for m in best)
+        return (
+            f"{len(best)} records share this message: {places}. "
+            "The traceback's frames tell them apart: paste the whole traceback."
+        )
+
+
+@dataclass
+class Explanation:
+    """Everything explain found in one input."""
+
+    findings: list[Finding]
+    dataset_version: str | None
+    similar: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def matches(self) -> list[tuple[Match, Finding]]:
+        """Each matched record once, with its best score across the input, best first."""
+        best: dict[str, tuple[Match, Finding]] = {}
+        for finding in self.findings:
+            for match in finding.matches:
+                if match.id not in best or match.score > best[match.id][0].score:
+                    best[match.id] = (match, finding)
+        order = rank([m for m, _ in best.values()])
+        return [best[m.id] for m in order]
+
+    @property
+    def exit_code(self) -> int:
+        """0 when something matched, 1 when nothing did (like grep)."""
+        return 0 if any(f.matches for f in self.findings) else 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--format json`` document (shape: :mod:`errordb.result`, version 1)."""
+        from errordb import __version__
+        from errordb.result import FORMAT_NAME, FORMAT_VERSION
+
+        def evidence(match: Match) -> list[dict[str, Any]]:
+            return [{"kind": e.kind, "points": e.points, "detail": e.detail} for e in match.evidence]
+
+        exceptions = []
+        for finding in self.findings:
+            exc = finding.exception
+            exceptions.append(
+                {
+                    "index": finding.index,
+                    "type": exc.exc_type,
+                    "message": exc.message,
+                    "notes": list(exc.notes),
+                    "role": exc.role,
+                    "rootCause": finding.root_cause,
+                    "groupPath": list(exc.group_path),
+                    "ranks": list(exc.ranks),
+                    "line": exc.line_no,
+                    "frames": [{"file": f.file, "line": f.line, "function": f.function} for f in exc.frames],
+                    "matches": [
+                        {"id": m.id, "slug": m.record["slug"], "score": m.score, "evidence": evidence(m)}
+                        for m in finding.matches
+                    ],
+                    "tellApart": finding.tell_apart,
+                }
+            )
+        matches = []
+        for match, finding in self.matches:
+            record = match.record
+            matches.append(
+                {
+                    "id": match.id,
+                    "slug": record["slug"],
+                    "score": match.score,
+                    "evidence": evidence(match),
+                    "repo": record["repo"],
+                    "errorClass": record["errorClass"],
+                    "errorMessage": record["errorMessage"],
+                    "filePath": record["filePath"],
+                    "lineNumber": record["lineNumber"],
+                    "function": record["function"],
+                    "exception": finding.index,
+                    "tie": len(finding.best) > 1 and match in finding.best,
+                }
+            )
+        return {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "errordbVersion": __version__,
+            "datasetVersion": self.dataset_version,
+            "exceptions": exceptions,
+            "matches": matches,
+            "similar": self.similar,
+        }
+
+
+def _root_flags(exceptions: list[Any]) -> list[bool]:
+    # A chain starts with role "root"; the exceptions after it ("cause"/"context") belong to it.
+    flags = []
+    for position, exc in enumerate(exceptions):
+        following = exceptions[position + 1] if position + 1 < len(exceptions) else None
+        chained = following is not None and following.role in ("cause", "context")
+        flags.append(exc.role == "root" and chained)
+    return flags
+
+
+def explain_exceptions(exceptions: list[Any], db: Any) -> Explanation:
+    """Match already-parsed exceptions against the store ``db`` (a sqlite_utils Database)."""
+    from errordb.store import meta
+
+    matcher = Matcher(db.conn)
+    roots = _root_flags(exceptions)
+    findings = [
+        Finding(index, exc, matcher.match(exc.exc_type, exc.message, exc.frames), roots[index])
+        for index, exc in enumerate(exceptions)
+    ]
+    explanation = Explanation(findings, meta(db).get("datasetVersion"))
+    if exceptions and not any(f.matches for f in findings):
+        explanation.similar = similar_records(db, " ".join(exc.message for exc in exceptions))
+    return explanation
+
+
+def explain(source: str | BaseException | Iterable[str], db: Any = None) -> Explanation:
+    """Explain a traceback or log text, an exception object, or lines of a log read lazily.
+
+    ``db`` is a sqlite_utils Database, a path, or ``None`` for ``$ERRORDB_DB`` or the
+    embedded default.
+    """
+    from errordb.parse import iter_exceptions, parse_text
+    from errordb.store import open_db
+
+    if isinstance(source, BaseException):
+        source = "".join(traceback.format_exception(source))
+    if db is None or isinstance(db, (str, os.PathLike)):
+        db = open_db(db)
+    exceptions = parse_text(source) if isinstance(source, str) else list(iter_exceptions(source))
+    return explain_exceptions(exceptions, db)
+
+
+_FTS_WORD = re.compile(r"[A-Za-z0-9_]{3,}")
+
+
+def similar_records(db: Any, text: str, limit: int = SIMILAR_LIMIT) -> list[dict[str, Any]]:
+    """Records whose text resembles ``text`` by full-text search: similar, not the same error."""
+    words = list(dict.fromkeys(w.lower() for w in _FTS_WORD.findall(text)))[:32]
+    if not words:
+        return []
+    query = " OR ".join(f'"{w}"' for w in words)
+    sql = (
+        "SELECT records.id, records.slug, records.errorMessage FROM records_fts "
+        "JOIN records ON records.rowid = records_fts.rowid WHERE records_fts MATCH ? "
+        "ORDER BY bm25(records_fts), records.id LIMIT ?"
+    )
+    rows = db.execute(sql, [query, limit]).fetchall()
+    return [{"id": r[0], "slug": r[1], "errorMessage": r[2]} for r in rows]
+
+
+def install(db: Any = None, stream: Any = None) -> None:
+    """Make uncaught exceptions print errordb's explanation after the normal traceback."""
+    previous = sys.excepthook
+
+    def hook(kind, value, tb):
+        previous(kind, value, tb)
+        try:
+            from errordb.render import render_terminal
+
+            result = explain(value, db)
+            out = stream or sys.stderr
+            out.write(render_terminal(result, db=_as_db(db), color=out.isatty()) + "\n")
+        except Exception as exc:  # the user's own error matters more than ours
+            (stream or sys.stderr).write(f"errordb: could not explain this error ({exc})\n")
+
+    sys.excepthook = hook
+
+
+def _as_db(db: Any) -> Any:
+    from errordb.store import open_db
+
+    return db if db is not None and not isinstance(db, (str, os.PathLike)) else open_db(db)

@@ -1,0 +1,160 @@
+"""Matching and ranking (docs/matching.md), on the bundled records and on synthetic ones."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+import pytest
+from helpers import BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from errordb.match import Matcher, common_tail, same_file, score_candidate
+from errordb.patterns import cached_pattern, index_key, literal_runs, message_words
+from errordb.store import connect, ingest
+
+MESSAGE = "DSPARK requires explicit layer_ids for aux hidden capture."
+
+
+@dataclass(frozen=True)
+class F:
+    file: str
+    line: int | None
+    function: str | None
+
+
+@pytest.fixture(scope="module")
+def matcher(tmp_path_factory):
+    path = tmp_path_factory.mktemp("m") / "m.db"
+    ingest(None, path)
+    return Matcher(connect(path).conn)
+
+
+def kimi_frames(line=2892):
+    return [
+        F("/opt/venv/lib/python3.11/site-packages/sglang/srt/speculative/dspark_worker.py", 120, "__init__"),
+        F("/opt/venv/lib/python3.11/site-packages/sglang/srt/models/kimi_k3.py", line, "set_dspark_layers_to_capture"),
+    ]
+
+
+def bailing_frames(line=1665):
+    return [F("/usr/local/lib/python3.12/dist-packages/sglang/srt/models/bailing_moe_v3.py", line, "set_dspark_layers_to_capture")]
+
+
+def test_kimi_traceback_ranks_the_kimi_record_first_with_its_evidence(matcher):
+    matches = matcher.match("ValueError", MESSAGE, kimi_frames())
+    assert [m.id for m in matches] == [KIMI_VALUE_ERROR, BAILING_VALUE_ERROR]
+    kinds = [e.kind for e in matches[0].evidence]
+    assert kinds == ["message-full", "class-agrees", "frame-file", "frame-function", "frame-line"]
+    assert matches[0].score == 170 and matches[1].score == 130
+
+
+def test_bailing_traceback_ranks_the_bailing_record_first(matcher):
+    matches = matcher.match("ValueError", MESSAGE, bailing_frames())
+    assert [m.id for m in matches] == [BAILING_VALUE_ERROR, KIMI_VALUE_ERROR]
+
+
+def test_bare_message_gives_both_records_an_equal_score(matcher):
+    matches = matcher.match(None, MESSAGE, [])
+    assert {m.id for m in matches} == {KIMI_VALUE_ERROR, BAILING_VALUE_ERROR}
+    assert matches[0].score == matches[1].score == 100
+
+
+def test_shifted_lines_in_a_newer_version_still_count_but_less(matcher):
+    exact = matcher.match("ValueError", MESSAGE, kimi_frames(2892))[0]
+    shifted = matcher.match("ValueError", MESSAGE, kimi_frames(2912))[0]
+    assert exact.id == shifted.id == KIMI_VALUE_ERROR
+    assert exact.score - shifted.score == pytest.approx(1.0)
+    assert "20 lines from" in shifted.evidence[-1].detail
+
+
+def test_windows_paths_match_too(matcher):
+    frames = [F(r"C:\venv\Lib\site-packages\sglang\srt\models\bailing_moe_v3.py", 1665, "set_dspark_layers_to_capture")]
+    assert matcher.match("ValueError", MESSAGE, frames)[0].id == BAILING_VALUE_ERROR
+
+
+def test_class_is_compared_by_its_last_part_and_a_wrong_class_costs(matcher):
+    qualified = matcher.match("builtins.NotImplementedError", "DSPARK aux hidden capture requires PP=1.", [])
+    assert qualified[0].id == KIMI_PP_ERROR and qualified[0].evidence[1].kind == "class-agrees"
+    wrong = matcher.match("RuntimeError", "DSPARK aux hidden capture requires PP=1.", [])
+    assert wrong[0].score == 70 and wrong[0].evidence[1].kind == "class-differs"
+
+
+def test_message_inside_a_longer_one_is_a_partial_match(matcher):
+    matches = matcher.match("RuntimeError", f"worker 3 failed: {MESSAGE} (see log)", [])
+    assert {m.id for m in matches} == {KIMI_VALUE_ERROR, BAILING_VALUE_ERROR}
+    assert all(m.evidence[0].kind == "message-partial" for m in matches)
+
+
+def test_multi_line_message_matches_on_its_first_line(matcher):
+    matches = matcher.match("NotImplementedError", "DSPARK aux hidden capture requires PP=1.\nrank 2 of 4", [])
+    assert matches[0].id == KIMI_PP_ERROR and matches[0].evidence[0].kind == "message-full"
+
+
+def test_unrelated_message_matches_nothing(matcher):
+    assert matcher.match("ValueError", "invalid literal for int() with base 10: 'x'", []) == []
+    assert matcher.match("ValueError", "DSPARK requires explicit layer_ids", []) == []
+
+
+def test_candidates_come_from_the_index_not_every_record(matcher):
+    assert matcher.candidates("nothing in common here") == []
+    # "requires" is the PP record's key: a candidate, then refused by its real pattern.
+    assert {r["id"] for r in matcher.candidates(MESSAGE)} == {KIMI_VALUE_ERROR, BAILING_VALUE_ERROR, KIMI_PP_ERROR}
+    assert KIMI_PP_ERROR not in {m.id for m in matcher.match(None, MESSAGE)}
+
+
+def test_same_file_compares_trailing_components():
+    record = "python/sglang/srt/models/kimi_k3.py"
+    assert same_file("/venv/lib/python3.11/site-packages/sglang/srt/models/kimi_k3.py", record)
+    assert same_file("kimi_k3.py", "kimi_k3.py")
+    assert not same_file("/other/project/kimi_k3.py", record)
+    assert not same_file("/venv/sglang/srt/models/bailing_moe_v3.py", record)
+    assert common_tail(r"C:\x\models\kimi_k3.py", record) == 2
+
+
+def test_catastrophic_pattern_runs_in_linear_time():
+    record = {"id": "0" * 16, "slug": "x", "messagePattern": "(a+)+$", "errorClass": "ValueError",
+              "filePath": "x.py", "function": None, "lineNumber": 1}  # fmt: skip
+    started = time.perf_counter()
+    # Python's own engine backtracks exponentially on this input; RE2 answers at once.
+    assert score_candidate(record, "ValueError", "a" * 100_000 + "!", []) is None
+    match = score_candidate(record, "ValueError", "!" + "a" * 100_000, [])
+    assert match is not None and match.evidence[0].kind == "message-partial"
+    assert time.perf_counter() - started < 5
+
+
+@pytest.mark.parametrize(
+    "pattern, runs, key",
+    [
+        (r"DSPARK aux hidden capture requires PP=1\.", ["DSPARK aux hidden capture requires PP=1."], "requires"),
+        (r"expected q/k shape (.+)", ["expected q/k shape "], "shape"),
+        (r"(.+)", [], ""),
+        (r"a|b c d", [], ""),
+        (r"(?i)Foo BAR baz", ["foo bar baz"], "bar"),
+        (r"shape \(\d+, (?:got|saw) \w+\) too big here", ["shape (", ", ", " ", ") too big here"], "big"),
+    ],
+)
+def test_required_literals_and_index_key(pattern, runs, key):
+    assert literal_runs(pattern) == runs
+    assert index_key(pattern) == key
+
+
+word = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABC0123456789_", min_size=1, max_size=8)
+piece = st.one_of(word, st.sampled_from([" ", ", ", ": ", "(", ")", ".", "=", "/", "-"]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(before=st.lists(piece, max_size=6), hole=st.sampled_from([r"(.+)", r"\d+", r"\w+", r"[a-z]*", ""]),
+       after=st.lists(piece, max_size=6), value=st.text(alphabet="xyz019", min_size=1, max_size=5))  # fmt: skip
+def test_every_message_the_pattern_matches_contains_its_key(before, hole, after, value):
+    """The index never loses a candidate: a matching message always holds the key as a word."""
+    prefix, suffix = "".join(before), "".join(after)
+    pattern = re.escape(prefix) + hole + re.escape(suffix)
+    message = prefix + (value if hole else "") + suffix
+    compiled = cached_pattern(pattern)
+    key = index_key(pattern)
+    for text in (message, f"context: {message} (more)"):
+        if compiled.search(text):
+            assert key == "" or key in message_words(text)
