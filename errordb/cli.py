@@ -71,11 +71,11 @@ def explain(text: str | None, log_file: Path | None, output_format: str, color: 
       errordb explain --file server.log --format json
     """
     from errordb.explain import explain as explain_source
-    from errordb.store import open_db
+    from errordb.store import open_connection
 
     if (text is None) == (log_file is None):
         raise click.UsageError("give TEXT, `-` for standard input, or --file LOG (one of them)")
-    db = open_db(db_path)
+    db = open_connection(db_path)
     if log_file is not None:
         source = _read_lines(log_file)
     elif text == "-":

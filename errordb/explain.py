@@ -144,10 +144,10 @@ def _root_flags(exceptions: list[Any]) -> list[bool]:
 
 
 def explain_exceptions(exceptions: list[Any], db: Any) -> Explanation:
-    """Match already-parsed exceptions against the store ``db`` (a sqlite_utils Database)."""
+    """Match already-parsed exceptions against the store ``db`` (a connection or sqlite_utils Database)."""
     from errordb.store import meta
 
-    matcher = Matcher(db.conn)
+    matcher = Matcher(getattr(db, "conn", db))
     roots = _root_flags(exceptions)
     findings = [
         Finding(index, exc, matcher.match(exc.exc_type, exc.message, exc.frames), roots[index])
@@ -166,12 +166,10 @@ def explain(source: str | BaseException | Iterable[str], db: Any = None) -> Expl
     embedded default.
     """
     from errordb.parse import iter_exceptions, parse_text
-    from errordb.store import open_db
 
     if isinstance(source, BaseException):
         source = "".join(traceback.format_exception(source))
-    if db is None or isinstance(db, (str, os.PathLike)):
-        db = open_db(db)
+    db = _as_db(db)
     exceptions = parse_text(source) if isinstance(source, str) else list(iter_exceptions(source))
     return explain_exceptions(exceptions, db)
 
@@ -213,6 +211,6 @@ def install(db: Any = None, stream: Any = None) -> None:
 
 
 def _as_db(db: Any) -> Any:
-    from errordb.store import open_db
+    from errordb.store import open_connection
 
-    return db if db is not None and not isinstance(db, (str, os.PathLike)) else open_db(db)
+    return db if db is not None and not isinstance(db, (str, os.PathLike)) else open_connection(db)

@@ -11,12 +11,12 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from errordb.errors import RecordError
-from errordb.schema import Envelope
+
+if TYPE_CHECKING:  # pydantic is imported when a record is validated, not to walk a folder
+    from errordb.schema import Envelope
 
 RECORD_SUFFIXES = (".json", ".jsonl")
 #: Folders inside a records tree that hold other things than records (reviewed reproductions).
@@ -128,6 +128,10 @@ def parse_envelope(source: str, text: str) -> Envelope:
 
 def validate_envelope(source: str, data: Any) -> Envelope:
     """Validate decoded JSON as an envelope, turning pydantic's errors into one RecordError."""
+    from pydantic import ValidationError
+
+    from errordb.schema import Envelope
+
     record_id = _peek_id(data)
     try:
         return Envelope.model_validate(data)

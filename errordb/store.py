@@ -28,16 +28,27 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from errordb.errors import ErrordbError, RecordError
 from errordb.families import Family, families_for, load_families
-from errordb.loader import LoadedRecord, load_records
 from errordb.patterns import index_key
-from errordb.schema import LIST_FIELDS, SCALAR_FIELDS, Envelope, Record, canonical_json
 from errordb.snippet import enclosing_function
+
+if TYPE_CHECKING:  # pydantic and sqlite_utils cost ~100 ms each to import: reading must not need them
+    import sqlite_utils
+
+    from errordb.loader import LoadedRecord
+    from errordb.schema import Envelope
+
+#: The record's fields in file order, and which of them are lists (as in errordb.schema).
+LIST_FIELDS = ("solutions", "preventionTips", "tags")
+SCALAR_FIELDS = (
+    "id", "repo", "slug", "errorCode", "errorMessage", "messagePattern", "errorType", "errorClass",
+    "httpStatus", "severity", "filePath", "lineNumber", "sourceCode", "sourceCodeStart", "sourceCodeEnd",
+    "githubUrl", "documentation", "triggerScenarios", "commonSituations", "exampleFix", "handlingStrategy",
+    "validationCode", "typeGuard", "tryCatchPattern", "backgroundTag", "analyzedSha", "analyzedAt", "schemaVersion",
+)  # fmt: skip
 
 #: Bumped whenever the table layout changes; a database of another layout is refused.
 STORE_VERSION = "1"
@@ -85,6 +96,8 @@ class IngestReport:
 
 def connect(path: str | os.PathLike[str]) -> sqlite_utils.Database:
     """Open a store file (created if missing) with the pragmas errordb relies on."""
+    import sqlite_utils  # ~100 ms (it probes for numpy): only for writing and browsing
+
     conn = sqlite3.connect(str(path), timeout=30)
     db = sqlite_utils.Database(conn)
     db.execute("PRAGMA foreign_keys = ON")
@@ -151,6 +164,8 @@ def record_row(envelope: Envelope) -> dict[str, Any]:
 
 def content_hash(envelope: Envelope) -> str:
     """SHA-256 of the envelope's canonical JSON: equal hashes mean equal record files."""
+    from errordb.schema import canonical_json
+
     return hashlib.sha256(canonical_json(envelope).encode("utf-8")).hexdigest()
 
 
@@ -168,6 +183,8 @@ def ingest(
     bundled records. With ``prune``, records in the store that none of the files hold are
     removed. ``progress`` is called with the number of records read so far.
     """
+    from errordb.loader import load_records
+
     started = time.perf_counter()
     paths = [Path(p) for p in paths] if paths is not None else [bundled_records_dir()]
     families_file = Path(families_path) if families_path else families_for(paths)
@@ -407,6 +424,8 @@ def iter_envelopes(
     db: sqlite_utils.Database, where: str | None = None, params: list[Any] | None = None, batch: int = 1000
 ) -> Iterator[Envelope]:
     """Every record (or those matching ``where``), rebuilt as envelopes, in id order."""
+    from errordb.schema import Envelope, Record
+
     for record in iter_record_dicts(db, where, params, batch):
         version = record.pop("datasetVersion")
         for name in DERIVED_COLUMNS[1:]:
@@ -498,12 +517,34 @@ def _is_healthy(path: Path) -> bool:
         return False
 
 
-def open_db(db_path: str | os.PathLike[str] | None = None) -> sqlite_utils.Database:
-    """Open the store at ``db_path``, else ``$ERRORDB_DB``, else the embedded default."""
-    path = db_path or os.environ.get("ERRORDB_DB") or default_db_path()
-    path = Path(path)
+def resolve_db_path(db_path: str | os.PathLike[str] | None = None) -> Path:
+    """``db_path``, else ``$ERRORDB_DB``, else the embedded default (built when needed)."""
+    path = Path(db_path or os.environ.get("ERRORDB_DB") or default_db_path())
     if not path.exists():
         raise StoreError(f"{path}: no such database; create it with `errordb ingest --db {path}`")
+    return path
+
+
+def open_connection(db_path: str | os.PathLike[str] | None = None) -> sqlite3.Connection:
+    """A read-only connection to the store: the fast path for explain and show.
+
+    Every read function here accepts it as well as a sqlite_utils Database.
+    """
+    path = resolve_db_path(db_path)
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        row = conn.execute("SELECT value FROM meta WHERE key = 'storeVersion'").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path}: not an errordb database ({exc})") from None
+    if row is None or row[0] != STORE_VERSION:
+        conn.close()
+        raise StoreError(f"{path}: built by another errordb version; ingest into a new file")
+    return conn
+
+
+def open_db(db_path: str | os.PathLike[str] | None = None) -> sqlite_utils.Database:
+    """Open the store at ``db_path``, else ``$ERRORDB_DB``, else the embedded default."""
+    path = resolve_db_path(db_path)
     db = connect(path)
     try:
         if "meta" not in db.table_names():

@@ -155,3 +155,10 @@ def test_json_schema_is_generated_from_the_models():
     assert "id" in record["required"] and "errorCode" not in record["required"]
     assert json.loads(json.dumps(schema)) == schema
     assert Envelope.model_json_schema()["properties"]["datasetVersion"]["pattern"]
+
+
+def test_store_field_lists_agree_with_the_models():
+    from errordb import schema, store
+
+    assert store.SCALAR_FIELDS == schema.SCALAR_FIELDS
+    assert store.LIST_FIELDS == schema.LIST_FIELDS
