@@ -1,12 +1,14 @@
 """The process that actually executes record snippets for ``errordb.repro``.
 
-Run ONLY by :mod:`errordb.repro`, as ``python -I -B <path to this file>``:
+Run ONLY by :mod:`errordb.repro`, as ``python -I -S -B <path to this file>``:
 
 * ``-I`` (isolated mode) ignores ``PYTHON*`` environment variables and the user
   site directory and, since Python 3.11, does not put this file's directory on
   ``sys.path`` -- so nothing of the project (or of the user's environment) is
-  importable here.  That is why this script is stdlib-only and is passed by
-  file path, never with ``-m``.
+  importable here; ``-S`` skips ``site``, so site-packages (and any ``.pth``
+  file, e.g. an editable install of this project) is not on the path either.
+  That is why this script is stdlib-only and is passed by file path, never
+  with ``-m``.
 * The parent starts it in an empty temporary working directory with a minimal
   environment, kills its whole process group on timeout, and treats a
   non-zero exit or a signal as a crash.
@@ -322,6 +324,18 @@ def _advice_verdict(exc, filename, source):
     return "error"
 
 
+def _advice_detail(exc, filename):
+    """``AssertionError at line 2: assert all(...)`` -- which check said no."""
+    text = _exception_type_name(exc) + (f": {exc}" if str(exc) else "")
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is not None and tb.tb_frame.f_code.co_filename == filename:
+        line = linecache.getline(filename, tb.tb_lineno).strip()
+        text += f" (line {tb.tb_lineno}: {line})"
+    return text
+
+
 def _run_advice(job, scenario, function, names):
     results = []
     for advice in job.get("advice", []):
@@ -344,7 +358,7 @@ def _run_advice(job, scenario, function, names):
                 result.update(verdict="accept", detail="passes")
         except BaseException as exc:  # noqa: BLE001 - SystemExit etc. are outcomes too
             verdict = _advice_verdict(exc, advice["filename"], advice["source"])
-            result.update(verdict=verdict, detail=f"{_exception_type_name(exc)}: {exc}")
+            result.update(verdict=verdict, detail=_advice_detail(exc, advice["filename"]))
         results.append(result)
     return results
 
