@@ -167,3 +167,107 @@ def schema() -> None:
     from errordb.schema import record_json_schema
 
     click.echo(json.dumps(record_json_schema(), indent=2, sort_keys=True))
+
+
+@cli.command()
+@click.argument("key", required=False)
+@click.option("--all", "run_all", is_flag=True, help="Run every reviewed reproduction.")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--color/--no-color", default=None, help="Force colour on or off.")
+@db_option
+def repro(key: str | None, run_all: bool, output_format: str, color: bool | None, db_path: Path | None) -> None:
+    """Run a record's reviewed reproduction and show what the code really does.
+
+    KEY is a record id, slug or page URL. Each scenario runs the record's own snippet in a
+    sandboxed child process (`python -I`, a time limit, no user environment) and is judged
+    against the outcome pinned by a reviewer in records/repros/. The captured traceback is
+    then fed to the matcher to show which record it identifies. Only records with a reviewed
+    definition can be run: ingesting or rendering a record never executes anything.
+    Exit status: 0 when every scenario behaves as recorded, 1 otherwise.
+
+    \b
+    Examples:
+      errordb repro dspark-aux-hidden-capture-requires-pp-1
+      errordb repro --all --format json
+    """
+    from errordb import repro as reproductions
+    from errordb.explain import explain as explain_source
+    from errordb.render import use_color
+    from errordb.store import find_record_id, get_record, open_connection
+
+    if bool(key) == run_all:
+        raise click.UsageError("give a record KEY or --all (one of them)")
+    db = open_connection(db_path)
+    if run_all:
+        chosen = reproductions.all_reproductions()
+    else:
+        record_id = find_record_id(db, key)
+        if record_id is None:
+            raise ErrordbError(f"{key}: no such record")
+        found = reproductions.reproduction_for(record_id)
+        if found is None:
+            click.echo(f"{record_id} has no reviewed reproduction (see records/repros/README.md)", err=True)
+            sys.exit(1)
+        chosen = [found]
+
+    def identify(traceback_text: str) -> list[str]:
+        return [match.id for match, _ in explain_source(traceback_text, db).matches]
+
+    reports = []
+    for reproduction in chosen:
+        records = {rid: get_record(db, rid) for rid in reproduction.records}
+        missing = sorted(rid for rid, record in records.items() if record is None)
+        if missing:
+            raise ErrordbError(f"reproduction {reproduction.id}: record {missing[0]} is not in the database")
+        try:
+            reports.append(reproductions.run_reproduction(reproduction, records, matcher=identify))
+        except reproductions.ReproError as exc:
+            raise ErrordbError(f"reproduction {reproduction.id}: {exc}") from None
+    if output_format == "json":
+        documents = [r.to_dict() for r in reports]
+        click.echo(json.dumps(documents if run_all else documents[0], indent=2, ensure_ascii=False))
+    else:
+        stream = click.get_text_stream("stdout")
+        on = use_color(stream, color)
+        click.echo("\n\n".join(reproductions.render_text(r, color=on) for r in reports), color=on)
+    sys.exit(0 if all(r.ok for r in reports) else 1)
+
+
+@cli.command()
+@db_option
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("site/api"), show_default=True,
+              help="Folder to write the API into; it is replaced as a whole.")
+@click.option("--base-url", default="/", show_default=True,
+              help="URL the site is served at; the API's links point to <base-url>api/.")
+@click.option("--sqlite", "sqlite_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write a compact copy of the database there, with Datasette metadata beside it.")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+def export(db_path: Path | None, out: Path, base_url: str, sqlite_path: Path | None, quiet: bool) -> None:
+    """Write the static JSON API, and with --sqlite the database release.
+
+    The API (record files, paged indexes, per repository, tag and family listings, patterns
+    for the in-browser matcher, JSON Schemas, OpenAPI, bulk all.jsonl.gz and all.zip) is built
+    beside OUT and swapped into place: a failed export leaves the previous one as it was. Two
+    exports of the same data are byte-identical. Layout and hosting: docs/api.md.
+
+    --sqlite FILE writes FILE and FILE's stem + .metadata.json, for
+    `datasette FILE -m STEM.metadata.json`.
+
+    \b
+    Example:
+      errordb export --db errordb.db --out site/api --base-url https://errordb.example/ --sqlite dist/errordb.db
+    """
+    from errordb.export import export_api, export_sqlite
+    from errordb.store import open_db
+
+    db = open_db(db_path)
+    try:
+        report = export_api(db, out, base_url=base_url)
+        if not quiet:
+            click.echo(f"{out}: {report.summary()}", err=True)
+        if sqlite_path:
+            release = export_sqlite(db, sqlite_path)
+            if not quiet:
+                click.echo(f"{release.database}, {release.metadata}: written", err=True)
+    finally:
+        db.close()

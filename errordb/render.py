@@ -179,13 +179,24 @@ def render_terminal(explanation: Any, db: Any, color: bool = False, width: int |
 
 
 def reproduction_text(record_id: str) -> str | None:
-    """The committed reproduction transcript for a record, as text, when one exists."""
-    try:
-        from errordb import repro
-    except ImportError:
+    """The committed reproduction of a record as a side-by-side table, when one exists.
+
+    Reads the transcript file only: nothing runs (``errordb repro`` runs it).
+    """
+    from errordb import repro
+
+    transcript = repro.load_transcript(record_id)
+    if transcript is None:
         return None
-    loader = getattr(repro, "transcript_text", None)
-    return loader(record_id) if loader else None
+    rows = repro.side_by_side(transcript)
+    header, body = rows[0], rows[1:]
+    lines = [f"{transcript.get('title', '')}".strip(), ""]
+    for row in body:
+        lines.append(f"- {row[0]}")
+        lines.extend(f"    {name}: {cell}" for name, cell in zip(header[1:], row[1:]))
+    lines.append("")
+    lines.append(f"Run it: errordb repro {record_id}")
+    return "\n".join(lines)
 
 
 def md_escape(text: str) -> str:
