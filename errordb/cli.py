@@ -70,7 +70,7 @@ def explain(text: str | None, log_file: Path | None, output_format: str, color: 
       python serve.py 2>&1 | errordb explain -
       errordb explain --file server.log --format json
     """
-    from errordb.explain import explain as explain_source
+    from errordb.explanation import explain as explain_source
     from errordb.store import open_connection
 
     if (text is None) == (log_file is None):
@@ -191,7 +191,7 @@ def repro(key: str | None, run_all: bool, output_format: str, color: bool | None
       errordb repro --all --format json
     """
     from errordb import repro as reproductions
-    from errordb.explain import explain as explain_source
+    from errordb.explanation import explain as explain_source
     from errordb.render import use_color
     from errordb.store import find_record_id, get_record, open_connection
 
