@@ -17,6 +17,9 @@ from typing import Any
 from errordb.match import Match, Matcher, rank
 
 SIMILAR_LIMIT = 3
+#: Name and version of the ``--format json`` document (its schema: :mod:`errordb.result`).
+FORMAT_NAME = "errordb.explain"
+FORMAT_VERSION = 1
 
 
 @dataclass
@@ -76,7 +79,6 @@ class Explanation:
     def to_dict(self) -> dict[str, Any]:
         """The ``--format json`` document (shape: :mod:`errordb.result`, version 1)."""
         from errordb import __version__
-        from errordb.result import FORMAT_NAME, FORMAT_VERSION
 
         def evidence(match: Match) -> list[dict[str, Any]]:
             return [{"kind": e.kind, "points": e.points, "detail": e.detail} for e in match.evidence]

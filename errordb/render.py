@@ -162,6 +162,8 @@ def render_terminal(explanation: Any, db: Any, color: bool = False, width: int |
         for rank_number, match in enumerate(finding.matches[:5], start=1):
             record = match.record
             label = f"  {rank_number}. {record['slug']}  score {match.score:g}"
+            if match not in best and match.evidence[0].kind == "message-full":
+                label += f"  (same message, raised elsewhere: {clean(record['filePath'])}:{record['lineNumber']})"
             blocks.append(style.green(label) if match in best else label)
             blocks.append(_para(f"why: {_evidence_line(match)}", width, "     "))
         for match in best:

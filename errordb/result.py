@@ -11,8 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-FORMAT_NAME = "errordb.explain"
-FORMAT_VERSION = 1
+from errordb.explanation import FORMAT_NAME, FORMAT_VERSION  # noqa: F401  (re-exported)
 
 
 class _Strict(BaseModel):

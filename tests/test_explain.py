@@ -1,0 +1,184 @@
+"""`errordb explain` end to end: real-looking sglang tracebacks and logs, the CLI, the Python API."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+from helpers import BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR, REPO
+
+pytest.importorskip("errordb.parse")
+
+import errordb  # noqa: E402
+from errordb.cli import cli  # noqa: E402
+from errordb.result import ExplainOut, explain_json_schema  # noqa: E402
+
+DATA = REPO / "examples"
+MESSAGE = "DSPARK requires explicit layer_ids for aux hidden capture."
+
+
+def run(*args: str, input: str | None = None):
+    return CliRunner().invoke(cli, ["explain", *args], input=input)
+
+
+def as_json(*args: str, input: str | None = None) -> dict:
+    result = run(*args, "--format", "json", input=input)
+    document = json.loads(result.stdout)
+    ExplainOut.model_validate(document)
+    return document | {"_exit": result.exit_code}
+
+
+def top_ids(document: dict) -> list[str]:
+    return [m["id"] for m in document["matches"]]
+
+
+def test_kimi_k3_traceback_from_a_scheduler_log_names_the_kimi_record():
+    document = as_json("--file", str(DATA / "kimi_k3_layer_ids.log"))
+    assert document["_exit"] == 0
+    assert top_ids(document) == [KIMI_VALUE_ERROR, BAILING_VALUE_ERROR]
+    best = document["matches"][0]
+    assert best["tie"] is False
+    assert {e["kind"] for e in best["evidence"]} >= {"message-full", "class-agrees", "frame-file", "frame-function", "frame-line"}
+    frames = document["exceptions"][0]["frames"]
+    assert frames[-1] == {
+        "file": "/usr/local/lib/python3.12/dist-packages/sglang/srt/models/kimi_k3.py",
+        "line": 2892,
+        "function": "set_dspark_layers_to_capture",
+    }
+
+
+def test_bailing_traceback_with_shifted_lines_names_the_bailing_record():
+    document = as_json("--file", str(DATA / "bailing_layer_ids.log"))
+    assert top_ids(document)[0] == BAILING_VALUE_ERROR
+    line_evidence = [e for e in document["matches"][0]["evidence"] if e["kind"] == "frame-line"][0]
+    assert "6 lines from the record's 1665" in line_evidence["detail"]
+
+
+def test_bare_message_shows_both_records_as_equally_likely_and_what_tells_them_apart():
+    document = as_json(MESSAGE)
+    assert set(top_ids(document)) == {KIMI_VALUE_ERROR, BAILING_VALUE_ERROR}
+    assert all(m["tie"] for m in document["matches"])
+    tell = document["exceptions"][0]["tellApart"]
+    assert "kimi_k3.py:2892" in tell and "bailing_moe_v3.py:1665" in tell and "paste the whole traceback" in tell
+    text = run(MESSAGE, "--no-color").stdout
+    assert "Equally likely: 2 records" in text
+    assert "python/sglang/srt/models/kimi_k3.py:2892" in text and "python/sglang/srt/models/bailing_moe_v3.py:1665" in text
+
+
+def test_bare_class_and_message_line():
+    document = as_json(f"ValueError: {MESSAGE}")
+    assert document["exceptions"][0]["type"] == "ValueError"
+    assert {m["score"] for m in document["matches"]} == {130}
+
+
+def test_chain_matches_every_exception_and_names_the_root_cause():
+    document = as_json("--file", str(DATA / "kimi_k3_pp.log"))
+    first, second = document["exceptions"]
+    assert (first["type"], first["rootCause"]) == ("NotImplementedError", True)
+    assert (second["type"], second["role"], second["rootCause"]) == ("RuntimeError", "cause", False)
+    assert [m["id"] for m in first["matches"]] == [KIMI_PP_ERROR]
+    assert second["matches"] == []
+    assert top_ids(document) == [KIMI_PP_ERROR]
+    text = run("--file", str(DATA / "kimi_k3_pp.log"), "--no-color").stdout
+    assert "root cause" in text
+
+
+def test_eight_ranks_interleaved_are_one_finding_with_the_ranks_listed():
+    document = as_json("--file", str(DATA / "kimi_k3_eight_ranks.log"))
+    assert len(document["exceptions"]) == 1
+    assert document["exceptions"][0]["ranks"] == [f"TP{i}" for i in range(8)]
+    assert top_ids(document)[0] == KIMI_VALUE_ERROR
+
+
+def test_standard_input_is_read_with_a_dash():
+    text = (DATA / "bailing_layer_ids.log").read_text()
+    assert top_ids(as_json("-", input=text))[0] == BAILING_VALUE_ERROR
+
+
+def test_nothing_matched_exits_1_and_offers_similar_records():
+    result = run("ValueError: DSPARK capture layers are not configured for this model", "--no-color")
+    assert result.exit_code == 1
+    assert "No known error matches this message." in result.stdout
+    assert "Similar, not the same:" in result.stdout
+    document = as_json("KeyError: 'completely unrelated'")
+    assert document["_exit"] == 1 and document["matches"] == [] and document["similar"] == []
+
+
+def test_no_exception_in_the_input_is_said_plainly():
+    result = run("all good here\nserver started on port 30000\nready\nshutting down")
+    assert result.exit_code == 1
+    assert result.stdout.startswith("No exception found in the input")
+
+
+def test_bad_usage_and_unreadable_input_exit_2(tmp_path):
+    assert run().exit_code == 2
+    assert run(MESSAGE, "--file", str(DATA / "kimi_k3_pp.log")).exit_code == 2
+    missing = run("--file", str(tmp_path / "nope.log"))
+    assert missing.exit_code == 2 and "nope.log" in missing.stderr
+
+
+def test_terminal_output_has_every_section_and_colour_only_when_asked():
+    plain = run("--file", str(DATA / "kimi_k3_layer_ids.log"), "--no-color").stdout
+    for section in ("What it means", "Thrown at python/sglang/srt/models/kimi_k3.py:2892 in set_dspark_layers_to_capture",
+                    "Solutions", "Example fix", "Validation", "Type guard", "When it happens", "Prevention", "Reproduction",
+                    f"JSON: /api/errors/{KIMI_VALUE_ERROR}.json"):  # fmt: skip
+        assert section in plain, section
+    assert "  > 2892 |             raise ValueError(" in plain
+    assert "\x1b[" not in plain
+    assert "\x1b[" in run("--file", str(DATA / "kimi_k3_layer_ids.log"), "--color").stdout
+
+
+def test_markdown_output_for_a_github_issue():
+    text = run("--file", str(DATA / "kimi_k3_layer_ids.log"), "--format", "markdown").stdout
+    assert text.startswith("### ValueError: DSPARK requires explicit layer\\_ids")
+    assert "`python/sglang/srt/models/kimi_k3.py:2892`" in text
+    assert "```python\n# before" in text
+
+
+def test_json_output_validates_against_its_published_schema():
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = explain_json_schema()
+    for name in ("kimi_k3_layer_ids.log", "kimi_k3_pp.log", "kimi_k3_eight_ranks.log"):
+        document = json.loads(run("--file", str(DATA / name), "--format", "json").stdout)
+        jsonschema.validate(document, schema)
+    assert document["format"] == "errordb.explain" and document["version"] == 1
+
+
+def test_python_api_explains_text_and_exception_objects():
+    result = errordb.explain((DATA / "bailing_layer_ids.log").read_text())
+    assert result.matches[0][0].id == BAILING_VALUE_ERROR
+    try:
+        raise NotImplementedError("DSPARK aux hidden capture requires PP=1.")
+    except NotImplementedError as exc:
+        from_object = errordb.explain(exc)
+    assert from_object.matches[0][0].id == KIMI_PP_ERROR
+
+
+def test_install_prints_the_explanation_after_the_traceback(tmp_path):
+    program = textwrap.dedent(
+        f"""
+        import errordb
+        errordb.install()
+        raise ValueError({MESSAGE!r})
+        """
+    )
+    env = dict(os.environ, ERRORDB_CACHE=str(tmp_path / "cache"), NO_COLOR="1")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 1
+    traceback_end = done.stderr.index(f"ValueError: {MESSAGE}")
+    explanation = done.stderr.index("Equally likely: 2 records")
+    assert traceback_end < explanation
+
+
+def test_real_process_pipe_with_no_color(tmp_path):
+    env = dict(os.environ, ERRORDB_CACHE=str(tmp_path / "cache"))
+    log = (DATA / "kimi_k3_layer_ids.log").read_text()
+    done = subprocess.run([sys.executable, "-m", "errordb", "explain", "-"], input=log, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "\x1b[" not in done.stdout
+    assert done.stdout.splitlines()[0].startswith("● ValueError: DSPARK requires explicit layer_ids")
