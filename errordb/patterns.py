@@ -123,14 +123,14 @@ def _flush(runs: list[str], current: list[str]) -> None:
     current[0] = ""
 
 
-def index_key(pattern: str) -> str:
-    """The one word that every message matching ``pattern`` contains, used to find candidates.
+def pattern_words(pattern: str) -> list[str]:
+    """The whole words that every message matching ``pattern`` contains, lower-cased, in order.
 
-    A word counts only when literal non-word characters bound it on both sides inside one run,
-    so it is a whole word of the message too; the longest such word wins (longer words are
-    rarer). Patterns with none get ``""``: they are tried for every message.
+    A word counts only when literal non-word characters bound it on both sides inside one
+    run, so it is a whole word of any matching message too (a word at the edge of a run could
+    be the end of a longer word in the message).
     """
-    best = ""
+    words: dict[str, None] = {}
     for run in literal_runs(pattern):
         run = run.lower()
         word = ""
@@ -140,10 +140,23 @@ def index_key(pattern: str) -> str:
                 continue
             start = position - len(word)
             if word and start > 0 and run[start - 1] not in _WORD_CHARS:
-                if len(word) > len(best) or (len(word) == len(best) and word < best):
-                    best = word
+                words[word] = None
             word = ""
-    return best
+    return list(words)
+
+
+def index_key(pattern: str, frequency: dict[str, int] | None = None) -> str:
+    """The word explain looks a record up by: one that every matching message contains.
+
+    The rarest of :func:`pattern_words` by ``frequency`` (how many records' patterns contain
+    each word), then the longest, then the first in alphabetical order; without frequencies,
+    the longest. Patterns with no such word get ``""``: they are tried for every message.
+    """
+    frequency = frequency or {}
+    words = pattern_words(pattern)
+    if not words:
+        return ""
+    return min(words, key=lambda w: (frequency.get(w, 0), -len(w), w))
 
 
 def message_words(message: str) -> list[str]:

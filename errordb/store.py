@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from errordb.errors import ErrordbError, RecordError
 from errordb.families import Family, families_for, load_families
-from errordb.patterns import index_key
+from errordb.patterns import index_key, pattern_words
 from errordb.snippet import enclosing_function
 
 if TYPE_CHECKING:  # pydantic and sqlite_utils cost ~100 ms each to import: reading must not need them
@@ -53,6 +53,8 @@ SCALAR_FIELDS = (
 #: Bumped whenever the table layout changes; a database of another layout is refused.
 STORE_VERSION = "1"
 BATCH_SIZE = 2000
+#: After an ingest, records whose index word is in more patterns than this get a rarer one.
+REKEY_FREQUENCY = 32
 
 RECORD_COLUMNS: dict[str, type] = {
     "id": str, "repo": str, "slug": str, "errorCode": str, "errorMessage": str,
@@ -134,6 +136,8 @@ def ensure_schema(db: sqlite_utils.Database) -> None:
             pk=("record_id", "position"),
             foreign_keys=[("record_id", "records", "id")],
         )
+    # How many records' patterns contain each word: explain's index word is the rarest one.
+    db["terms"].create({"term": str, "df": int}, pk="term")
     db["tags"].create({"name": str}, pk="name")
     db["record_tags"].create(
         {"record_id": str, "position": int, "tag": str},
@@ -158,7 +162,7 @@ def record_row(envelope: Envelope) -> dict[str, Any]:
     row["datasetVersion"] = envelope.datasetVersion
     row["contentHash"] = content_hash(envelope)
     row["function"] = enclosing_function(record.sourceCode, record.sourceCodeStart, record.lineNumber)
-    row["matchKey"] = index_key(record.messagePattern)
+    row["matchKey"] = index_key(record.messagePattern)  # refined by _assign_keys with frequencies
     return row
 
 
@@ -207,6 +211,7 @@ def ingest(
             if prune:
                 report.removed = _prune(db)
             if report.added or report.updated or report.removed:
+                _rekey(db)
                 _drop_orphans(db)
                 _write_meta(db)
             db.execute("DROP TABLE temp.seen")
@@ -257,7 +262,10 @@ def _write_batch(db: sqlite_utils.Database, batch: list[LoadedRecord], report: I
     changed = added + updated
     _ensure_parents(db, [item for item, _ in changed])
     if updated:
+        _count_terms(db, _patterns_of(db, [row["id"] for _, row in updated]), -1)
         _delete_children(db, [row["id"] for _, row in updated])
+    _count_terms(db, [row["messagePattern"] for _, row in changed], +1)
+    _assign_keys(db, [row for _, row in changed])
     for item, row in changed:
         try:
             if row["id"] in known:
@@ -270,6 +278,53 @@ def _write_batch(db: sqlite_utils.Database, batch: list[LoadedRecord], report: I
     report.added += len(added)
     report.updated += len(updated)
     report.changed_ids.extend(row["id"] for _, row in changed)
+
+
+def _patterns_of(db: sqlite_utils.Database, ids: list[str]) -> list[str]:
+    marks = ",".join("?" * len(ids))
+    return [row[0] for row in db.execute(f"SELECT messagePattern FROM records WHERE id IN ({marks})", ids)]
+
+
+def _count_terms(db: sqlite_utils.Database, patterns: Iterable[str], step: int) -> None:
+    counts: dict[str, int] = {}
+    for pattern in patterns:
+        for word in pattern_words(pattern):
+            counts[word] = counts.get(word, 0) + step
+    db.conn.executemany(
+        "INSERT INTO terms (term, df) VALUES (?, ?) ON CONFLICT (term) DO UPDATE SET df = df + excluded.df",
+        sorted(counts.items()),
+    )
+    if step < 0:
+        db.execute("DELETE FROM terms WHERE df <= 0")
+
+
+def _frequencies(db: sqlite_utils.Database, words: set[str]) -> dict[str, int]:
+    found: dict[str, int] = {}
+    ordered = sorted(words)
+    for start in range(0, len(ordered), 900):
+        chunk = ordered[start : start + 900]
+        marks = ",".join("?" * len(chunk))
+        found.update(db.execute(f"SELECT term, df FROM terms WHERE term IN ({marks})", chunk).fetchall())
+    return found
+
+
+def _assign_keys(db: sqlite_utils.Database, rows: list[dict[str, Any]]) -> None:
+    frequency = _frequencies(db, {w for row in rows for w in pattern_words(row["messagePattern"])})
+    for row in rows:
+        row["matchKey"] = index_key(row["messagePattern"], frequency)
+
+
+def _rekey(db: sqlite_utils.Database) -> None:
+    """Give records keyed on a word that became common a rarer word, now that all counts are in."""
+    sql = (
+        "SELECT id, messagePattern, matchKey FROM records WHERE matchKey IN "
+        "(SELECT term FROM terms WHERE df > ?) ORDER BY id"
+    )
+    cursor = db.execute(sql, [REKEY_FREQUENCY])
+    while rows := cursor.fetchmany(BATCH_SIZE):
+        frequency = _frequencies(db, {w for _, pattern, _ in rows for w in pattern_words(pattern)})
+        changes = [(key, rid) for rid, pattern, old in rows if (key := index_key(pattern, frequency)) != old]
+        db.conn.executemany("UPDATE records SET matchKey = ? WHERE id = ?", changes)
 
 
 def _refuse_duplicates(db: sqlite_utils.Database, batch: list[LoadedRecord]) -> None:
@@ -337,6 +392,7 @@ def _prune(db: sqlite_utils.Database) -> int:
     gone = "SELECT id FROM records WHERE id NOT IN (SELECT id FROM temp.seen)"
     count = db.execute(f"SELECT count(*) FROM ({gone})").fetchone()[0]
     if count:
+        _count_terms(db, [row[0] for row in db.execute(f"SELECT messagePattern FROM records WHERE id IN ({gone})")], -1)
         for table in (*CHILD_TABLES, "record_tags"):
             db.execute(f"DELETE FROM {table} WHERE record_id IN ({gone})")
         db.execute(f"DELETE FROM records WHERE id IN ({gone})")

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from errordb.match import Matcher, common_tail, same_file, score_candidate
-from errordb.patterns import cached_pattern, index_key, literal_runs, message_words
+from errordb.patterns import cached_pattern, index_key, literal_runs, message_words, pattern_words
 from errordb.store import connect, ingest
 
 MESSAGE = "DSPARK requires explicit layer_ids for aux hidden capture."
@@ -100,9 +100,17 @@ def test_unrelated_message_matches_nothing(matcher):
 
 def test_candidates_come_from_the_index_not_every_record(matcher):
     assert matcher.candidates("nothing in common here") == []
-    # "requires" is the PP record's key: a candidate, then refused by its real pattern.
-    assert {r["id"] for r in matcher.candidates(MESSAGE)} == {KIMI_VALUE_ERROR, BAILING_VALUE_ERROR, KIMI_PP_ERROR}
-    assert KIMI_PP_ERROR not in {m.id for m in matcher.match(None, MESSAGE)}
+    # The PP record is keyed on its rarest word ("pp"), which this message does not contain.
+    assert {r["id"] for r in matcher.candidates(MESSAGE)} == {KIMI_VALUE_ERROR, BAILING_VALUE_ERROR}
+    keys = dict(matcher.conn.execute("SELECT id, matchKey FROM records"))
+    assert keys[KIMI_PP_ERROR] == "pp"
+
+
+def test_index_key_prefers_the_rarest_word():
+    pattern = r"DSPARK aux hidden capture requires PP=1\."
+    assert pattern_words(pattern) == ["aux", "hidden", "capture", "requires", "pp", "1"]
+    assert index_key(pattern) == "requires"
+    assert index_key(pattern, {"requires": 50, "capture": 3, "hidden": 3, "aux": 3, "pp": 9, "1": 9}) == "capture"
 
 
 def test_same_file_compares_trailing_components():

@@ -1,0 +1,205 @@
+"""The static JSON API: ``errordb export`` (and ``errordb build``, which calls :func:`write_api`).
+
+:func:`write_api` writes the whole API into an empty folder; :func:`export_api` builds it beside
+the target and swaps it into place (:func:`errordb.atomic.replaced_dir`), so a failed export
+leaves the previous API exactly as it was. The layout, shapes and hosting notes are in
+``docs/api.md``; :mod:`errordb.export_layout` names every file.
+
+Two exports of the same data are byte-identical: everything is sorted (ids, keys, groups),
+nothing records a time, gzip and zip carry fixed timestamps. The dataset is streamed from the
+store (records in id order, listings as SQL cursors), so memory stays flat at any size. All
+reads happen in one read transaction: a concurrent ingest cannot make one export mix two
+versions of the data.
+
+The release database (``--sqlite``) is :mod:`errordb.export_sqlite`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from errordb import __version__
+from errordb import export_layout as layout
+from errordb.atomic import replaced_dir
+from errordb.export_bulk import JsonLinesGzip, StreamingZip
+from errordb.export_layout import Urls
+from errordb.export_listings import Paging, write_listings
+from errordb.export_openapi import openapi_document
+from errordb.export_output import ExportError, OutputTree
+from errordb.export_shapes import API_VERSION
+from errordb.export_sqlite import SqliteRelease, export_sqlite
+
+__all__ = [
+    "DEFAULT_PAGE_BYTES", "DEFAULT_PAGE_SIZE", "ExportError", "ExportReport", "SqliteRelease",
+    "export_api", "export_sqlite", "write_api",
+]  # fmt: skip
+
+#: A page of a listing holds at most this many items ...
+DEFAULT_PAGE_SIZE = 1000
+#: ... and at most this many bytes of item JSON (unless a single item is larger).
+DEFAULT_PAGE_BYTES = 1 << 20
+
+
+@dataclass
+class ExportReport:
+    """What an export wrote."""
+
+    out: Path
+    records: int
+    files: int
+    bytes: int
+    seconds: float
+
+    def summary(self) -> str:
+        return f"{self.records} records, {self.files} files, {self.bytes / 1e6:.1f} MB in {self.seconds:.2f}s"
+
+
+def write_api(
+    db: Any,
+    out_dir: Path,
+    *,
+    base_url: str = "/",
+    page_size: int = DEFAULT_PAGE_SIZE,
+    page_bytes: int = DEFAULT_PAGE_BYTES,
+) -> None:
+    """Write the whole API into ``out_dir``, an existing empty folder.
+
+    ``db`` is an open store (sqlite_utils Database or sqlite3 connection). ``base_url`` is where
+    the site is served; the API is expected at ``<base_url>api/``, which is what its links
+    (``jsonUrl``, page URLs, OpenAPI ``servers``) say. Nothing here is atomic: a failure leaves
+    ``out_dir`` half-written (use :func:`export_api` for that).
+    """
+    _write(db, OutputTree(Path(out_dir)), Urls.for_site(base_url), Paging(page_size, page_bytes))
+
+
+def export_api(
+    db: Any,
+    out: Path,
+    *,
+    base_url: str = "/",
+    page_size: int = DEFAULT_PAGE_SIZE,
+    page_bytes: int = DEFAULT_PAGE_BYTES,
+) -> ExportReport:
+    """Write the API to ``out`` all or nothing: on any error ``out`` is left as it was."""
+    started = time.perf_counter()
+    urls, paging = Urls.for_site(base_url), Paging(page_size, page_bytes)
+    with replaced_dir(out) as staging:
+        tree = OutputTree(staging)
+        records = _write(db, tree, urls, paging)
+    return ExportReport(Path(out), records, tree.files, tree.bytes, time.perf_counter() - started)
+
+
+def _write(db: Any, tree: OutputTree, urls: Urls, paging: Paging) -> int:
+    """Every file of the API; returns the number of records."""
+    from errordb.store import meta
+
+    with _read_snapshot(db):
+        count = _write_records(db, tree)
+        write_listings(db, tree, urls, paging)
+        stats = meta(db)
+    explain = _write_schemas(tree)
+    tree.write_json(layout.OPENAPI, openapi_document(urls, explain_version=explain), pretty=True)
+    tree.write_json(layout.VERSION, _version_info(tree, urls, stats, count, explain), pretty=True)
+    return count
+
+
+@contextlib.contextmanager
+def _read_snapshot(db: Any) -> Iterator[None]:
+    """One read transaction around the export's queries (unless the caller has one open)."""
+    conn = getattr(db, "conn", db)
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        conn.rollback()  # it only read
+
+
+def _write_records(db: Any, tree: OutputTree) -> int:
+    """``errors/<id>.json`` and ``errors/<id>`` for each record, and the two bulk files, in one pass."""
+    from errordb.schema import canonical_json
+    from errordb.store import iter_envelopes
+
+    count = 0
+    with tree.open(layout.ALL_JSONL) as jsonl_file, tree.open(layout.ALL_ZIP) as zip_file:
+        jsonl, archive = JsonLinesGzip(jsonl_file), StreamingZip(zip_file)
+        for envelope in iter_envelopes(db):
+            text = canonical_json(envelope)
+            data = text.encode("utf-8")
+            record_id = envelope.record.id
+            tree.write_bytes(layout.record_path(record_id), data)
+            tree.link(layout.record_path(record_id), layout.record_alias_path(record_id))
+            jsonl.add(text)
+            archive.add(f"{record_id}.json", data)
+            count += 1
+        jsonl.close()
+        archive.close()
+    return count
+
+
+def _write_schemas(tree: OutputTree) -> int | None:
+    """The published JSON Schemas; returns the version of the explain schema among them, if any."""
+    from errordb.schema import record_json_schema
+
+    tree.write_json(layout.RECORD_SCHEMA, record_json_schema(), pretty=True)
+    explain = _explain_result_module()
+    if explain is None:
+        return None
+    tree.write_json(layout.explain_schema_path(explain.FORMAT_VERSION), explain.explain_json_schema(), pretty=True)
+    return explain.FORMAT_VERSION
+
+
+def _explain_result_module() -> Any:
+    """:mod:`errordb.result` (the shape of ``explain --format json``), or None without one.
+
+    Imported lazily: the explain output is versioned by that module, not by the export. Only
+    the module's absence counts; an error inside it is a bug and propagates.
+    """
+    try:
+        from errordb import result
+    except ModuleNotFoundError as exc:
+        if exc.name != "errordb.result":
+            raise
+        return None
+    return result if hasattr(result, "explain_json_schema") else None
+
+
+def _version_info(
+    tree: OutputTree, urls: Urls, stats: dict[str, str], count: int, explain: int | None
+) -> dict[str, Any]:
+    from errordb.schema import SUPPORTED_SCHEMA_VERSIONS
+
+    if stats.get("recordCount") not in (None, str(count)):
+        # The meta table is written in the same transaction as the records; a mismatch is a damaged store.
+        raise ExportError(f"the store's meta table says {stats['recordCount']} records, but it holds {count}")
+    schemas = {"record": urls.api(layout.RECORD_SCHEMA)}
+    if explain is not None:
+        schemas["explain"] = urls.api(layout.explain_schema_path(explain))
+    return {
+        "apiVersion": API_VERSION,
+        "datasetVersion": stats.get("datasetVersion"),
+        "recordCount": count,
+        "contentHash": stats.get("contentHash"),
+        "schemaVersion": SUPPORTED_SCHEMA_VERSIONS[-1],
+        "errordbVersion": __version__,
+        "downloads": {name: _download(tree, urls, name) for name in (layout.ALL_JSONL, layout.ALL_ZIP)},
+        "schemas": schemas,
+    }
+
+
+def _download(tree: OutputTree, urls: Urls, name: str) -> dict[str, Any]:
+    digest = hashlib.sha256()
+    path = tree.path(name)
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return {"url": urls.api(name), "bytes": os.path.getsize(path), "sha256": digest.hexdigest()}

@@ -1,0 +1,106 @@
+"""The bulk downloads: all.jsonl.gz and all.zip hold every record file, deterministically."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+from helpers import RECORDS
+from test_export_data import build_db, table_rows
+
+from errordb import export_bulk
+from errordb.export import export_api
+from errordb.store import connect, ingest
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("bulk")
+    store = build_db(folder, 12)
+    db = connect(store)
+    export_api(db, folder / "api")
+    db.close()
+    return store, folder / "api"
+
+
+def record_files(api: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((api / "errors").glob("*.json")) if p.name != "index.json"}
+
+
+def test_jsonl_gz_is_every_record_file_one_per_line(exported):
+    _, api = exported
+    raw = (api / "all.jsonl.gz").read_bytes()
+    assert raw[4:8] == b"\0\0\0\0"  # gzip header MTIME: zero, so the bytes do not depend on the clock
+    assert raw[3] & 0x08 == 0  # no file name in the header
+    lines = gzip.decompress(raw).split(b"\n")
+    assert lines[-1] == b""  # every line ends with a newline
+    assert lines[:-1] == list(record_files(api).values())
+
+
+def test_zip_is_every_record_file_with_fixed_dates(exported):
+    _, api = exported
+    with zipfile.ZipFile(api / "all.zip") as archive:
+        assert archive.testzip() is None
+        assert {info.filename: archive.read(info) for info in archive.infolist()} == record_files(api)
+        for info in archive.infolist():
+            assert info.date_time == (1980, 1, 1, 0, 0, 0)
+            assert info.external_attr >> 16 == 0o100644
+            assert info.compress_type == zipfile.ZIP_DEFLATED
+
+
+def test_bulk_files_ingest_back_to_the_same_store(exported, tmp_path):
+    store, api = exported
+    families = store.parent / "records" / "families.toml"
+    jsonl = tmp_path / "all.jsonl"
+    jsonl.write_bytes(gzip.decompress((api / "all.jsonl.gz").read_bytes()))
+    ingest([jsonl], tmp_path / "from-jsonl.db", families_path=families)
+    assert table_rows(tmp_path / "from-jsonl.db") == table_rows(store)
+    with zipfile.ZipFile(api / "all.zip") as archive:
+        archive.extractall(tmp_path / "unzipped")
+    ingest([tmp_path / "unzipped"], tmp_path / "from-zip.db", families_path=families)
+    assert table_rows(tmp_path / "from-zip.db") == table_rows(store)
+
+
+def test_zip64_records_are_written_when_the_archive_needs_them(monkeypatch, tmp_path):
+    # Lowered limits take the ZIP64 path that a real archive takes past 65,534 entries or 4 GiB.
+    monkeypatch.setattr(export_bulk, "ZIP64_COUNT_LIMIT", 3)
+    monkeypatch.setattr(export_bulk, "ZIP64_OFFSET_LIMIT", 200)
+    entries = {f"{n:016x}.json": ("é" * n * 40).encode() for n in range(8)} | {"naïve.json": b"{}"}
+    path = tmp_path / "all.zip"
+    with open(path, "wb") as handle:
+        archive = export_bulk.StreamingZip(handle)
+        for name, data in entries.items():
+            archive.add(name, data)
+        archive.close()
+    assert b"PK\x06\x06" in path.read_bytes()  # the ZIP64 end record
+    with zipfile.ZipFile(path) as archive:
+        assert archive.testzip() is None
+        assert {info.filename: archive.read(info) for info in archive.infolist()} == entries
+    if shutil.which("unzip"):
+        result = subprocess.run(["unzip", "-tq", str(path)], capture_output=True, text=True)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_streaming_zip_needs_no_seekable_file():
+    class AppendOnly(io.RawIOBase):
+        def __init__(self):
+            self.data = bytearray()
+
+        def writable(self):
+            return True
+
+        def write(self, chunk):
+            self.data += chunk
+            return len(chunk)
+
+    out = AppendOnly()
+    archive = export_bulk.StreamingZip(out)
+    archive.add("a.json", (RECORDS / "families.toml").read_bytes())
+    archive.close()
+    with zipfile.ZipFile(io.BytesIO(bytes(out.data))) as check:
+        assert check.read("a.json") == (RECORDS / "families.toml").read_bytes()
