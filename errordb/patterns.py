@@ -100,18 +100,20 @@ def literal_runs(pattern: str) -> list[str]:
 
 
 def _collect(items: Any, runs: list[str], current: list[str]) -> None:
-    for op, arg in items:
-        name = str(op)
-        if name == "LITERAL":
+    from re import _constants as sre
+
+    repeats = (sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", sre.MAX_REPEAT))
+    for op, arg in items.data if hasattr(items, "data") else items:
+        if op is sre.LITERAL:
             current[0] += chr(arg)
-        elif name == "SUBPATTERN" and arg[1] == 0 and arg[2] == 0:
+        elif op is sre.SUBPATTERN and arg[1] == 0 and arg[2] == 0:
             # A group in sequence is required: its literals join the surrounding run.
             _collect(arg[3], runs, current)
-        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") and arg[0] >= 1:
+        elif op in repeats and arg[0] >= 1:
             _flush(runs, current)
             _collect(arg[2], runs, current)
             _flush(runs, current)
-        elif name == "AT":
+        elif op is sre.AT:
             continue  # anchors match no text: the run goes on
         else:
             _flush(runs, current)
@@ -123,7 +125,8 @@ def _flush(runs: list[str], current: list[str]) -> None:
     current[0] = ""
 
 
-def pattern_words(pattern: str) -> list[str]:
+@functools.lru_cache(maxsize=8192)
+def pattern_words(pattern: str) -> tuple[str, ...]:
     """The whole words that every message matching ``pattern`` contains, lower-cased, in order.
 
     A word counts only when literal non-word characters bound it on both sides inside one
@@ -142,7 +145,7 @@ def pattern_words(pattern: str) -> list[str]:
             if word and start > 0 and run[start - 1] not in _WORD_CHARS:
                 words[word] = None
             word = ""
-    return list(words)
+    return tuple(words)
 
 
 def index_key(pattern: str, frequency: dict[str, int] | None = None) -> str:

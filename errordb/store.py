@@ -266,14 +266,17 @@ def _write_batch(db: sqlite_utils.Database, batch: list[LoadedRecord], report: I
         _delete_children(db, [row["id"] for _, row in updated])
     _count_terms(db, [row["messagePattern"] for _, row in changed], +1)
     _assign_keys(db, [row for _, row in changed])
-    for item, row in changed:
+    for item, row in updated:
         try:
-            if row["id"] in known:
-                db["records"].update(row["id"], row)
-            else:
-                db["records"].insert(row)
+            db["records"].update(row["id"], row)
         except sqlite3.IntegrityError as exc:
             raise _integrity_error(db, item, exc) from None
+    if added:
+        try:
+            db["records"].insert_all((row for _, row in added), batch_size=500)
+        except sqlite3.IntegrityError as exc:
+            # The whole ingest is rolled back anyway; find the record to name in the error.
+            raise _integrity_error(db, _culprit(db, added), exc) from None
     _insert_children(db, [item for item, _ in changed])
     report.added += len(added)
     report.updated += len(updated)
@@ -338,6 +341,17 @@ def _refuse_duplicates(db: sqlite_utils.Database, batch: list[LoadedRecord]) -> 
         item = next(i for i in batch if i.record.id == record_id)
         raise RecordError(item.source, record_id, "id", f"duplicate id: {other} has a record with the same id")
     db.conn.executemany("INSERT INTO temp.seen (id, source) VALUES (?, ?)", sources.items())
+
+
+def _culprit(db: sqlite_utils.Database, added: list[tuple[LoadedRecord, dict[str, Any]]]) -> LoadedRecord:
+    """The first new record whose slug another record (stored, or earlier in the batch) holds."""
+    slugs: dict[str, str] = {}
+    for item, row in added:
+        holder = db.execute("SELECT id FROM records WHERE slug = ? AND id != ?", [row["slug"], row["id"]]).fetchone()
+        if holder or row["slug"] in slugs:
+            return item
+        slugs[row["slug"]] = row["id"]
+    return added[0][0]
 
 
 def _integrity_error(db: sqlite_utils.Database, item: LoadedRecord, exc: sqlite3.IntegrityError) -> RecordError:

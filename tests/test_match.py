@@ -108,7 +108,7 @@ def test_candidates_come_from_the_index_not_every_record(matcher):
 
 def test_index_key_prefers_the_rarest_word():
     pattern = r"DSPARK aux hidden capture requires PP=1\."
-    assert pattern_words(pattern) == ["aux", "hidden", "capture", "requires", "pp", "1"]
+    assert pattern_words(pattern) == ("aux", "hidden", "capture", "requires", "pp", "1")
     assert index_key(pattern) == "requires"
     assert index_key(pattern, {"requires": 50, "capture": 3, "hidden": 3, "aux": 3, "pp": 9, "1": 9}) == "capture"
 
