@@ -71,16 +71,28 @@ def load_records(paths: Iterable[str | os.PathLike[str]]) -> Iterator[LoadedReco
 
 
 def load_file(path: Path) -> Iterator[LoadedRecord]:
-    """The records of one ``.json`` or ``.jsonl`` file."""
-    data = _read_bytes(path)
-    text = _decode(str(path), data)
+    """The records of one ``.json`` file, or of a ``.jsonl`` file read line by line."""
     if path.suffix == ".jsonl":
-        for number, line in enumerate(text.split("\n"), start=1):
+        yield from _load_lines(path)
+        return
+    text = _decode(str(path), _read_bytes(path))
+    yield LoadedRecord(str(path), parse_envelope(str(path), text))
+
+
+def _load_lines(path: Path) -> Iterator[LoadedRecord]:
+    # Streamed: a JSON Lines file of a million records is never held in memory at once.
+    try:
+        handle = open(path, "rb")
+    except OSError as exc:
+        raise RecordError(str(path), None, None, f"cannot read: {exc.strerror}") from None
+    with handle:
+        for number, raw in enumerate(handle, start=1):
+            source = f"{path}:{number}"
+            if len(raw) > MAX_FILE_BYTES:
+                raise RecordError(source, None, None, f"line is {len(raw)} bytes; a record is limited to {MAX_FILE_BYTES}")
+            line = _decode(source, raw)
             if line.strip():
-                source = f"{path}:{number}"
                 yield LoadedRecord(source, parse_envelope(source, line))
-    else:
-        yield LoadedRecord(str(path), parse_envelope(str(path), text))
 
 
 def _read_bytes(path: Path) -> bytes:
