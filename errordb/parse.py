@@ -45,8 +45,10 @@ Notes vs. multi-line messages
     state_dict errors) would lose text it needs.
 End of a message
     A message continues until a blank line, a structural line (chain separator, ``Traceback``
-    header, ``File`` line, group framing, rich box), a line whose log prefix differs from the
-    exception line's (a new log record after an unprefixed traceback), or end of input.
+    header, ``File`` line, group framing, rich box, "Exception in thread ...:", "Exception
+    ignored in: ..."), a line whose log prefix differs from the exception line's (a new log
+    record after an unprefixed traceback), or end of input. So unprefixed text printed right
+    after a traceback, without a blank line, is taken as message text: nothing tells it apart.
 Bare lines
     A line ``Name: message`` outside a traceback is an exception only if ``Name`` looks like an
     exception class: its last dotted part (ignoring a ``(...)`` suffix) is a builtin exception
@@ -188,10 +190,12 @@ _DATE_TIME = (
 )
 # "2026-08-28 05:10:05,123 ERROR ", "... - app - ERROR - ", loguru's "... | ERROR    | mod:f:1 - ",
 # ISO timestamps of docker/kubernetes ("2026-08-28T05:10:05.123Z ").
+# Lines are right-stripped before this runs, so a prefix followed by nothing has lost its final
+# space: every pattern accepts the end of the line in its place.
 _TS_PREFIX_RE = re.compile(
     _DATE_TIME
-    + r"(?: - \S{1,200} - " + _LEVEL + r" - "
-    + r"| \| " + _LEVEL + r" *\| (?:\S{1,200} - )?"
+    + r"(?: - \S{1,200} - " + _LEVEL + r" -(?: |$)"
+    + r"| \| " + _LEVEL + r" *\|(?:$| (?:\S{1,200} -(?: |$))?)"
     + r"| \[?" + _LEVEL + r"\]?:? ?"
     + r"| ?)"
 )
@@ -208,7 +212,7 @@ _SYSLOG_RE = re.compile(
     r"[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} [\w.-]{1,100} [\w./-]{1,100}(?:\[(\d{1,10})\])?: ?"
 )
 _BRACKET_RE = re.compile(r"\[([^\[\]]{1,200})\]:? ?")
-_PAREN_RE = re.compile(r"\(([^()]{1,200})\) ")
+_PAREN_RE = re.compile(r"\(([^()]{1,200})\)(?: |$)")
 _DOCKER_RE = re.compile(r"([A-Za-z0-9][\w.-]{0,63}) +\|(?: |$)")
 _RAY_REPEAT_RE = re.compile(r" *\[repeated \d{1,10}x across cluster\]$")
 
@@ -687,7 +691,8 @@ class _ChainParser:
         elif st == _PYTEST:
             self._pytest_end()
         elif st == _REMOTE_OPEN:
-            self._remote_fallback()
+            self._remote_fallback()  # no '"""' came: it was an ordinary exception line
+            self._finish()
         elif st in (_STACK, _IGNORE):
             self.state = _IDLE
 
@@ -902,7 +907,8 @@ class _ChainParser:
             or _separator_kind(s) is not None
             or (self.in_remote and s == '"""')
             or s[0] == "\u256d"
-            or s.startswith("Fatal Python error: ")
+            # the headers CPython prints before a thread's or an unraisable exception's report
+            or s.startswith(("Fatal Python error: ", "Exception in thread ", "Exception ignored "))
         )
 
     def _on_message(self, t: str, no: int, hp: bool) -> bool:
@@ -1014,9 +1020,14 @@ class _ChainParser:
         self._pt_reset(None)
 
     def _pytest_end(self) -> None:
-        if self.pt_e:
-            self._pytest_failure(None, self.pt_start or 0)
+        if self.pt_e:  # E lines set pt_start, so the failure has a start line
+            self._pytest_failure(None, self.pt_start)
         self.state = _IDLE
+
+    def _pt_add_frame(self, entry: list) -> None:
+        if len(self.pt_frames) >= _MAX_HEAD_FRAMES + _MAX_TAIL_FRAMES:
+            del self.pt_frames[_MAX_HEAD_FRAMES]  # keep the outermost and the innermost, as _Builder does
+        self.pt_frames.append(entry)
 
     def _pytest_summary(self, nodeid: str, rest: str, no: int, hp: bool) -> None:
         exc = _parse_exc_line(rest, strict=False)
@@ -1084,14 +1095,14 @@ class _ChainParser:
             if m is not None:
                 path, line, rest = m.group(1), _line_number(m.group(2)), (m.group(3) or "").strip()
                 if not rest:
-                    self.pt_frames.append([path, line, self.pt_func, self.pt_source])
+                    self._pt_add_frame([path, line, self.pt_func, self.pt_source])
                     self.pt_func = self.pt_source = None
                 elif rest.startswith("in "):
                     entry = [path, line, rest[3:].strip(), None]
-                    self.pt_frames.append(entry)
+                    self._pt_add_frame(entry)
                     self.pt_wait = entry
                 elif _CLASS_FULL_RE.match(rest):
-                    self.pt_frames.append([path, line, self.pt_func, self.pt_source])
+                    self._pt_add_frame([path, line, self.pt_func, self.pt_source])
                     self._pytest_failure(rest, no)
                 return False
             if _parse_exc_line(s, strict=True) is not None:
