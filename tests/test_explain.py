@@ -182,3 +182,27 @@ def test_real_process_pipe_with_no_color(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "\x1b[" not in done.stdout
     assert done.stdout.splitlines()[0].startswith("● ValueError: DSPARK requires explicit layer_ids")
+
+
+def test_a_large_log_is_read_as_a_stream_in_bounded_memory(tmp_path):
+    """Peak memory does not grow with the log: a log four times larger costs no more."""
+    import tracemalloc
+
+    from errordb.cli import _read_lines
+
+    noise = "[2026-08-28 05:10:05 TP3] Decode batch. #running-req: 12, #token: 40960, gen throughput (token/s): 812.33\n"
+    traceback_text = (DATA / "kimi_k3_layer_ids.log").read_text()
+
+    def peak_for(lines_of_noise: int) -> int:
+        log = tmp_path / f"log-{lines_of_noise}.txt"
+        with log.open("w") as handle:
+            handle.write(noise * (lines_of_noise // 2) + traceback_text + noise * (lines_of_noise // 2))
+        tracemalloc.start()
+        result = errordb.explain(_read_lines(log))
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert result.matches[0][0].id == KIMI_VALUE_ERROR
+        return peak
+
+    small, large = peak_for(10_000), peak_for(40_000)  # about 1 MB and 4.5 MB of log
+    assert large < small * 1.5 + 500_000, f"peak grew from {small / 1e6:.2f} MB to {large / 1e6:.2f} MB"
