@@ -1,0 +1,529 @@
+"""``errordb build``: the static documentation site, rendered from the store with jinja2.
+
+What gets written under the output folder (see :mod:`errordb.site_paths` for the names):
+
+- ``errors/<slug>/index.html``: one page per record (:mod:`errordb.site_pages` holds the data);
+- ``index.html`` (+ ``page-<n>.html``): the explain box and every repository with its count;
+- ``errors/``, ``repos/<owner>/<name>/``, ``tags/<tag>/``, ``families/<tag>/``: listings,
+  :data:`~errordb.site_pages.PAGE_SIZE` errors a page; ``tags/`` and ``families/`` indexes;
+- ``search/index.html`` and its index (``search/meta.json``, ``search/chunk-<n>.json``);
+- ``docs/api/index.html`` (the JSON API explained), ``404.html``, ``sitemap.xml``, ``static/``;
+- ``api/``: the static JSON API, written by :func:`errordb.export.write_api`;
+- ``.build-manifest.json``: every rendered file with its input hash and content hash.
+
+How it is built:
+
+- *All or nothing*: into a fresh folder that replaces the old one only when everything worked
+  (:func:`errordb.atomic.replaced_dir`).
+- *Deterministic*: no build times anywhere, everything in a fixed order; two builds of one
+  database give the same bytes.
+- *Streaming*: pages are rendered from the store a batch at a time, never from a list of the
+  whole dataset. Above :data:`POOL_THRESHOLD` records the work is spread over a process pool
+  (each worker opens the store itself, read-only); small sets render in-process.
+- *Incremental*: a page's input hash covers everything it shows (its context), the templates,
+  the site code and the options. With ``incremental=True`` a page whose hash is the one in the
+  old manifest is hard-linked from the old build instead of rendered again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import re
+import shutil
+import sqlite3
+import tempfile
+import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from errordb import site_pages as pages
+from errordb import site_paths as paths
+from errordb.atomic import replaced_dir
+from errordb.site_paths import SiteError
+
+#: Bumped when the output changes in a way the input hashes cannot see.
+BUILD_FORMAT = "1"
+MANIFEST = ".build-manifest.json"
+MANIFEST_FORMAT = "errordb-site-manifest"
+#: From this many records on, pages are rendered by a pool of worker processes.
+POOL_THRESHOLD = 2000
+#: Records per rendering task (and per search index chunk).
+BATCH = pages.PAGE_SIZE
+#: Most URLs one sitemap file may list (the sitemap protocol's limit).
+SITEMAP_LIMIT = 50_000
+# Every file the build writes has a name like these (directories: plain segments).
+_FILE_NAME = re.compile(r"^[a-z0-9-]+(?:\.(?:html|json|xml|css|js|svg|txt))?$")
+
+
+@dataclass
+class BuildReport:
+    """What a build did."""
+
+    out: Path
+    pages: int = 0
+    rendered: int = 0
+    reused: int = 0
+    workers: int = 1
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        return (
+            f"{self.out}: {self.pages} pages, {self.rendered} rendered, {self.reused} unchanged"
+            f" ({self.workers} process{'es' if self.workers != 1 else ''}) in {self.seconds:.2f}s"
+        )
+
+
+def templates_dir() -> Path:
+    """The site's templates: the source checkout's ``templates/``, or the copy in the wheel."""
+    package = Path(__file__).resolve().parent
+    for candidate in (package.parent / "templates", package / "_bundled" / "templates"):
+        if (candidate / "error.html").is_file():
+            return candidate
+    raise SiteError("the site templates are missing from this installation")
+
+
+def build_site(
+    db: sqlite_utils.Database | str | os.PathLike[str] | None = None,
+    out_dir: str | os.PathLike[str] = "site",
+    *,
+    base_url: str = "/",
+    incremental: bool = False,
+    jobs: int | None = None,
+) -> BuildReport:
+    """Render the store ``db`` (a database or its path; ``None``: the default) into ``out_dir``.
+
+    ``base_url`` is where the site will be served (``/``, ``/errordb/`` or
+    ``https://example.org/errordb/``): links are relative anyway, it is used by ``sitemap.xml``,
+    canonical links, the 404 page and the API export. ``incremental`` reuses the pages of the
+    previous build in ``out_dir`` whose inputs did not change. ``jobs`` is the number of worker
+    processes (default: up to 2 from :data:`POOL_THRESHOLD` records on, else 1).
+    """
+    started = time.perf_counter()
+    base_url = paths.normal_base_url(base_url)
+    out = Path(out_dir)
+    _check_replaceable(out)
+    database, db_path, owned = _open(db)
+    try:
+        report = _build(database, db_path, out, base_url, incremental, jobs)
+    finally:
+        if owned:
+            database.close()
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _check_replaceable(out: Path) -> None:
+    """Refuse to replace a folder that is not a previous build (``--out ~`` must not wipe ~)."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise SiteError(f"{out}: not a folder; choose another --out")
+    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST).is_file():
+        raise SiteError(f"{out}: not a site built by errordb (no {MANIFEST}), so it is not replaced; remove it or choose another --out")
+
+
+def _open(db: sqlite_utils.Database | str | os.PathLike[str] | None) -> tuple[sqlite_utils.Database, str | None, bool]:
+    from errordb.store import open_db
+
+    if isinstance(db, sqlite_utils.Database):
+        row = db.execute("PRAGMA database_list").fetchone()
+        return db, (row[2] or None), False
+    database = open_db(db)
+    row = database.execute("PRAGMA database_list").fetchone()
+    return database, row[2], True
+
+
+@dataclass(frozen=True)
+class _Config:
+    """What a worker needs to render pages (picklable: sent to each worker process)."""
+
+    db_path: str | None
+    scratch: str
+    staging: str
+    previous: str | None  # the old build to reuse pages from, when incremental
+    base_url: str
+    environment: str
+    templates: str
+    dataset_version: str
+
+
+def _build(db: sqlite_utils.Database, db_path: str | None, out: Path, base_url: str, incremental: bool, jobs: int | None) -> BuildReport:
+    from errordb.store import meta
+
+    templates = templates_dir()
+    environment = environment_key(templates, base_url)
+    record_count = db.execute("SELECT count(*) FROM records").fetchone()[0]
+    workers = _worker_count(jobs, record_count, db_path)
+    report = BuildReport(out=out, workers=workers)
+    with tempfile.TemporaryDirectory(prefix="errordb-build-") as scratch_name, replaced_dir(out) as staging:
+        scratch = Path(scratch_name)
+        (scratch / "entries").mkdir()
+        work = sqlite3.connect(scratch / "work.sqlite")
+        try:
+            pages.build_shared_message_table(db.conn, work)
+            previous = out if incremental and _load_manifest(out, environment, work) else None
+        finally:
+            work.close()
+        config = _Config(db_path, str(scratch), str(staging), str(previous) if previous else None, base_url, environment, str(templates), meta(db).get("datasetVersion") or "")
+        tasks = list(_plan(db))
+        if workers > 1:
+            context = multiprocessing.get_context("spawn")  # never fork a process holding SQLite handles
+            with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(config,)) as pool:
+                futures = [pool.submit(_run_task, index, task) for index, task in enumerate(tasks)]
+                try:
+                    _write_api(db, staging, base_url)  # in this process, while the workers render
+                    results = [future.result() for future in futures]
+                except BaseException:
+                    pool.shutdown(cancel_futures=True)  # one failure fails the build: stop the rest
+                    raise
+        else:
+            _init_worker(config, db.conn)
+            try:
+                results = [_run_task(index, task) for index, task in enumerate(tasks)]
+            finally:
+                _close_worker()
+            _write_api(db, staging, base_url)
+        for html_pages, rendered, reused in results:
+            report.pages += html_pages
+            report.rendered += rendered
+            report.reused += reused
+        extra = _copy_static(templates, staging)
+        extra += _write_search_meta(staging, record_count)
+        extra += _write_sitemaps(scratch, staging, len(tasks), report.pages, base_url, templates)
+        _write_manifest(scratch, staging, len(tasks), environment, extra)
+    return report
+
+
+def _worker_count(jobs: int | None, record_count: int, db_path: str | None) -> int:
+    if db_path is None:
+        return 1  # an in-memory database cannot be opened by another process
+    if jobs is not None:
+        return max(1, jobs)
+    return min(2, os.cpu_count() or 1) if record_count >= POOL_THRESHOLD else 1
+
+
+def _write_api(db: sqlite_utils.Database, staging: Path, base_url: str) -> None:
+    # Imported here: the API export is its own module (issue 6); a build without it is an error.
+    from errordb.export import write_api
+
+    (staging / "api").mkdir()
+    write_api(db, staging / "api", base_url=base_url)
+
+
+# Planning ---------------------------------------------------------------------------------------
+
+
+def _plan(db: sqlite_utils.Database) -> Iterator[tuple[Any, ...]]:
+    """The rendering tasks, small and in a fixed order (their order is the manifest's)."""
+    yield ("home",)
+    yield ("singles",)
+    yield ("all",)
+    yield ("families-index",)
+    yield ("tags-index",)
+    yield from _grouped("families", db.execute("SELECT backgroundTag, count(*) FROM records WHERE backgroundTag IS NOT NULL GROUP BY 1 ORDER BY 1"))
+    yield from _grouped("tags", db.execute("SELECT tag, count(*) FROM record_tags GROUP BY 1 ORDER BY 1"))
+    yield from _grouped("repos", db.execute("SELECT repo, count(*) FROM records GROUP BY 1 ORDER BY 1"))
+    cursor = db.execute("SELECT id FROM records ORDER BY id")
+    chunk = 0
+    while rows := cursor.fetchmany(BATCH):
+        yield ("records", chunk, rows[0][0], rows[-1][0])
+        chunk += 1
+
+
+def _grouped(kind: str, rows: Any, budget: int = 4 * BATCH, most: int = 200) -> Iterator[tuple[Any, ...]]:
+    """Listings of small groups share a task; a big group gets one of its own."""
+    names: list[str] = []
+    size = 0
+    for name, count in rows:
+        names.append(name)
+        size += count
+        if size >= budget or len(names) >= most:
+            yield (kind, tuple(names))
+            names, size = [], 0
+    if names:
+        yield (kind, tuple(names))
+
+
+# Workers ---------------------------------------------------------------------------------------
+
+_renderer: _Renderer | None = None
+
+
+def _init_worker(config: _Config, conn: sqlite3.Connection | None = None) -> None:
+    global _renderer
+    _renderer = _Renderer(config, conn)
+
+
+def _close_worker() -> None:
+    global _renderer
+    if _renderer is not None:
+        _renderer.close()
+    _renderer = None
+
+
+def _run_task(index: int, task: tuple[Any, ...]) -> tuple[int, int, int]:
+    """Render one task's pages; returns (html pages, rendered, reused)."""
+    assert _renderer is not None
+    return _renderer.run(index, task)
+
+
+class _Renderer:
+    """Renders pages into the staging folder, reusing unchanged ones from the previous build."""
+
+    def __init__(self, config: _Config, conn: sqlite3.Connection | None):
+        from errordb.site_templates import environment
+
+        self.config = config
+        self.staging = Path(config.staging)
+        self.previous = Path(config.previous) if config.previous else None
+        self.own_conn = conn is None
+        if conn is None:
+            conn = sqlite3.connect(f"file:{config.db_path}?mode=ro", uri=True, timeout=30)
+        self.conn = conn
+        self.work = sqlite3.connect(f"file:{Path(config.scratch) / 'work.sqlite'}?mode=ro", uri=True)
+        self.source = pages.Source(conn, self.work, config.dataset_version)
+        self.env = environment(Path(config.templates))
+        self.entries: list[tuple[str, str, str]] = []
+        self.html = self.rendered = self.reused = 0
+
+    def close(self) -> None:
+        self.work.close()
+        if self.own_conn:
+            self.conn.close()
+
+    def run(self, index: int, task: tuple[Any, ...]) -> tuple[int, int, int]:
+        self.entries = []
+        self.html = self.rendered = self.reused = 0
+        for page in self._pages(task):
+            self.page(*page)
+        if task[0] == "records":
+            _, chunk, first, last = task
+            self.json(("search", f"chunk-{chunk}.json"), pages.search_chunk(self.source, first, last))
+        with open(Path(self.config.scratch) / "entries" / f"{index:08d}.json", "w", encoding="utf-8") as handle:
+            json.dump(self.entries, handle, separators=(",", ":"))
+        return self.html, self.rendered, self.reused
+
+    def _pages(self, task: tuple[Any, ...]) -> Iterator[pages.Page]:
+        kind, source = task[0], self.source
+        if kind == "home":
+            yield from pages.home_pages(source)
+        elif kind == "singles":
+            yield pages.search_page(source)
+            yield pages.api_page(source)
+            yield pages.not_found_page(source)
+        elif kind == "all":
+            yield from pages.all_errors_pages(source)
+        elif kind == "families-index":
+            yield from pages.families_index_pages(source)
+        elif kind == "tags-index":
+            yield from pages.tags_index_pages(source)
+        elif kind == "families":
+            for tag in task[1]:
+                yield from pages.family_pages(source, tag)
+        elif kind == "tags":
+            for tag in task[1]:
+                yield from pages.tag_pages(source, tag)
+        elif kind == "repos":
+            for repo in task[1]:
+                yield from pages.repo_pages(source, repo)
+        elif kind == "records":
+            yield from pages.record_pages(source, task[2], task[3])
+        else:  # pragma: no cover - the plan only makes the kinds above
+            raise SiteError(f"unknown build task {kind!r}")
+
+    def page(self, path: tuple[str, ...], template: str, context: dict[str, Any]) -> None:
+        """Render (or reuse) one HTML page."""
+        self.html += 1
+        key = input_key(self.config.environment, template, context)
+        if self._reuse(path, key):
+            self.reused += 1
+            return
+        root = self.config.base_url if path == ("404.html",) else paths.relative_root(path)
+        text = self.env.get_template(template).render(
+            context,
+            page_path=list(path),
+            root=root,
+            base_url=self.config.base_url,
+            canonical=_canonical(self.config.base_url, path),
+        )
+        self._write(path, key, text.encode("utf-8"))
+        self.rendered += 1
+
+    def json(self, path: tuple[str, ...], data: Any) -> None:
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+        key = input_key(self.config.environment, "json", text)
+        if not self._reuse(path, key):
+            self._write(path, key, text.encode("utf-8"))
+
+    def _reuse(self, path: tuple[str, ...], key: str) -> bool:
+        if self.previous is None:
+            return False
+        name = "/".join(path)
+        row = self.work.execute("SELECT key, sha FROM previous WHERE path = ?", [name]).fetchone()
+        if row is None or row[0] != key:
+            return False
+        old = self.previous.joinpath(*path)
+        if not old.is_file() or old.is_symlink():
+            return False
+        target = output_path(self.staging, path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(old, target)  # the old build is removed after the swap; the link keeps the file
+        except OSError:
+            shutil.copyfile(old, target)
+        self.entries.append((name, key, row[1]))
+        return True
+
+    def _write(self, path: tuple[str, ...], key: str, data: bytes) -> None:
+        target = output_path(self.staging, path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        self.entries.append(("/".join(path), key, hashlib.sha256(data).hexdigest()))
+
+
+def output_path(root: Path, path: tuple[str, ...]) -> Path:
+    """The file ``path`` under ``root``, refusing any name that could leave ``root``."""
+    if not path or any(not isinstance(part, str) or not _FILE_NAME.fullmatch(part) for part in path):
+        raise SiteError(f"refusing to write {'/'.join(map(str, path))!r}: not a plain page name")
+    target = root.joinpath(*path)
+    if not target.resolve().is_relative_to(root.resolve()):  # pragma: no cover - the names above cannot
+        raise SiteError(f"refusing to write {target}: outside the output folder")
+    return target
+
+
+def input_key(environment: str, template: str, context: Any) -> str:
+    """The hash of everything a file is made from."""
+    digest = hashlib.sha256(f"{environment}\0{template}\0".encode())
+    digest.update(json.dumps(context, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def environment_key(templates: Path, base_url: str) -> str:
+    """The hash of what every page depends on: options, templates, site code, library versions."""
+    import jinja2
+    import pygments
+
+    from errordb import __version__
+
+    digest = hashlib.sha256(f"{BUILD_FORMAT}\0{base_url}\0{__version__}\0{jinja2.__version__}\0{pygments.__version__}\0".encode())
+    package = Path(__file__).resolve().parent
+    files = sorted(package.glob("site*.py")) + sorted(p for p in templates.rglob("*") if p.is_file())
+    for file in files:
+        digest.update(file.name.encode() + b"\0" + file.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _canonical(base_url: str, path: tuple[str, ...]) -> str | None:
+    if not base_url.startswith(("https://", "http://")) or path == ("404.html",):
+        return None
+    return base_url + paths.public_path(path)
+
+
+# Files written by the main process ------------------------------------------------------------
+
+
+def _copy_static(templates: Path, staging: Path) -> list[tuple[str, str, str]]:
+    entries = []
+    for source in sorted((templates / "static").iterdir()):
+        if source.is_file() and _FILE_NAME.fullmatch(source.name):
+            data = source.read_bytes()
+            target = output_path(staging, ("static", source.name))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            digest = hashlib.sha256(data).hexdigest()
+            entries.append((f"static/{source.name}", digest, digest))
+    return entries
+
+
+def _write_search_meta(staging: Path, record_count: int) -> list[tuple[str, str, str]]:
+    chunks = (record_count + BATCH - 1) // BATCH
+    data = {"chunks": chunks, "count": record_count, "fields": ["slug", "errorMessage", "errorClass", "repo", "filePath", "id"]}
+    return [_write_small(staging, ("search", "meta.json"), json.dumps(data, sort_keys=True, separators=(",", ":")))]
+
+
+def _write_small(staging: Path, path: tuple[str, ...], text: str) -> tuple[str, str, str]:
+    data = text.encode("utf-8")
+    target = output_path(staging, path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+    digest = hashlib.sha256(data).hexdigest()
+    return ("/".join(path), digest, digest)
+
+
+def _entries(scratch: Path, tasks: int) -> Iterator[tuple[str, str, str]]:
+    """Every file the tasks wrote, in task order (so, deterministically)."""
+    for index in range(tasks):
+        with open(scratch / "entries" / f"{index:08d}.json", encoding="utf-8") as handle:
+            yield from (tuple(entry) for entry in json.load(handle))
+
+
+def _write_sitemaps(scratch: Path, staging: Path, tasks: int, page_count: int, base_url: str, templates: Path) -> list[tuple[str, str, str]]:
+    """``sitemap.xml``: one file, or an index of files of :data:`SITEMAP_LIMIT` URLs each."""
+    from errordb.site_templates import environment
+
+    env = environment(templates)
+    urls = (base_url + paths.public_path(tuple(name.split("/"))) for name, _, _ in _entries(scratch, tasks) if name.endswith(".html") and name != "404.html")
+    if page_count <= SITEMAP_LIMIT:
+        return [_write_small(staging, ("sitemap.xml",), env.get_template("sitemap.xml").render(urls=urls))]
+    written = []
+    part = 0
+    while True:
+        chunk = [url for _, url in zip(range(SITEMAP_LIMIT), urls)]
+        if not chunk:
+            break
+        part += 1
+        written.append(_write_small(staging, ("sitemaps", f"sitemap-{part}.xml"), env.get_template("sitemap.xml").render(urls=chunk)))
+    parts = [f"{base_url}sitemaps/sitemap-{n}.xml" for n in range(1, part + 1)]
+    written.append(_write_small(staging, ("sitemap.xml",), env.get_template("sitemap-index.xml").render(sitemaps=parts)))
+    return written
+
+
+def _write_manifest(scratch: Path, staging: Path, tasks: int, environment: str, extra: list[tuple[str, str, str]]) -> None:
+    """One file per line, so the next incremental build reads it without holding it all."""
+    with open(staging / MANIFEST, "w", encoding="utf-8", newline="\n") as handle:
+        handle.write(json.dumps({"format": MANIFEST_FORMAT, "version": 1, "environment": environment})[:-1] + ', "files": [\n')
+        first = True
+        for entry in [*_entries(scratch, tasks), *extra]:
+            handle.write(("" if first else ",\n") + json.dumps(list(entry), ensure_ascii=False))
+            first = False
+        handle.write("\n]}\n")
+
+
+def _load_manifest(out: Path, environment: str, work: sqlite3.Connection) -> bool:
+    """Load the previous build's manifest into ``work``; False when there is none to reuse.
+
+    A manifest of another environment (templates, site code, options or library versions
+    changed) is not loaded: every page is rendered again.
+    """
+    work.execute("CREATE TABLE previous (path TEXT PRIMARY KEY, key TEXT NOT NULL, sha TEXT NOT NULL)")
+    manifest = out / MANIFEST
+    if not manifest.is_file():
+        return False
+    try:
+        with open(manifest, encoding="utf-8") as handle:
+            header = json.loads(handle.readline().rstrip().removesuffix('"files": [').rstrip(", ") + "}")
+            if header.get("format") != MANIFEST_FORMAT or header.get("environment") != environment:
+                return False
+            batch = []
+            for line in handle:
+                line = line.strip().removesuffix(",")
+                if line in ("", "]}"):
+                    continue
+                name, key, sha = json.loads(line)
+                batch.append((name, key, sha))
+                if len(batch) >= 10_000:
+                    work.executemany("INSERT OR REPLACE INTO previous VALUES (?, ?, ?)", batch)
+                    batch.clear()
+            work.executemany("INSERT OR REPLACE INTO previous VALUES (?, ?, ?)", batch)
+    except (OSError, ValueError, TypeError):
+        work.execute("DELETE FROM previous")
+        work.commit()
+        return False  # an unreadable manifest means a full build, not a failed one
+    work.commit()
+    return True

@@ -1,0 +1,186 @@
+"""Related errors for an error page: computed from the store, never hand-listed.
+
+Two steps, so the ranking is testable without a database:
+
+1. :func:`candidate_ids` asks a few cheap, indexed questions of the store: records raised in
+   the same function or the same file of the same repository, records with the same message,
+   the same family (``backgroundTag``), a shared tag, or similar message words (full-text
+   search). Each question is capped, so the cost per page does not grow with the dataset.
+2. :func:`score` weighs what a candidate shares with the record; :func:`rank` keeps the best
+   :data:`MAX_RELATED` (score, then id, so the order is deterministic), never the record itself,
+   never a candidate that shares nothing.
+
+The scores say how close two errors are for a reader: the same raise site's neighbours first,
+then the same message elsewhere, then the same family of failure, then similar wording.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_RELATED = 5
+#: How many rows each candidate question may return.
+PER_SOURCE = 8
+
+SAME_FUNCTION = 50
+SAME_FILE = 30
+SAME_MESSAGE = 40
+SAME_FAMILY = 15
+SHARED_TAG = 5
+MAX_TAG_POINTS = 15
+SIMILAR_WORDS = 30  # times the Jaccard similarity of the two messages' word sets
+SAME_CLASS = 3
+
+#: The columns :func:`score` reads.
+COLUMNS = ("id", "slug", "repo", "errorClass", "errorMessage", "messagePattern", "filePath", "lineNumber", "function", "backgroundTag")
+
+# Words too common in error messages to say two messages are alike.
+_STOP_WORDS = frozenset(
+    "a an and are as at be but by can cannot for from has have if in is it its must no not of on "
+    "or should that the this to was were when which with without".split()
+)
+_WORD = re.compile(r"[a-z0-9_]+")
+#: At most this many message words go into the full-text query.
+MAX_QUERY_WORDS = 8
+
+
+@dataclass(frozen=True)
+class Related:
+    """One related record, with its score and what it shares (for the page to say why)."""
+
+    id: str
+    slug: str
+    errorMessage: str
+    errorClass: str
+    repo: str
+    filePath: str
+    lineNumber: int
+    score: float
+    reasons: tuple[str, ...] = field(default_factory=tuple)
+
+
+@functools.lru_cache(maxsize=65536)
+def message_words(message: str) -> frozenset[str]:
+    """The words of a message that can make two messages alike (no stop words, no 1-letter words)."""
+    return frozenset(w for w in _WORD.findall(message.lower()) if len(w) > 1 and w not in _STOP_WORDS)
+
+
+def score(record: dict[str, Any], other: dict[str, Any], record_tags: Iterable[str] = (), other_tags: Iterable[str] = ()) -> tuple[float, list[str]]:
+    """How related ``other`` is to ``record``: points and the reasons, most telling first."""
+    points = 0.0
+    reasons: list[str] = []
+    same_place = record["repo"] == other["repo"] and record["filePath"] == other["filePath"]
+    if same_place and record.get("function") and record.get("function") == other.get("function"):
+        points += SAME_FUNCTION
+        reasons.append(f"same function ({record['function']})")
+    elif same_place:
+        points += SAME_FILE
+        reasons.append("same file")
+    if record["messagePattern"] == other["messagePattern"] or record["errorMessage"] == other["errorMessage"]:
+        points += SAME_MESSAGE
+        reasons.append("same message")
+    else:
+        mine, theirs = message_words(record["errorMessage"]), message_words(other["errorMessage"])
+        if mine and theirs:
+            similarity = len(mine & theirs) / len(mine | theirs)
+            if similarity > 0:
+                points += round(SIMILAR_WORDS * similarity, 1)
+                if similarity >= 0.2:
+                    reasons.append("similar message")
+    if record.get("backgroundTag") and record.get("backgroundTag") == other.get("backgroundTag"):
+        points += SAME_FAMILY
+        reasons.append("same failure family")
+    shared = sorted(set(record_tags) & set(other_tags))
+    if shared:
+        points += min(MAX_TAG_POINTS, SHARED_TAG * len(shared))
+        reasons.append("tags: " + ", ".join(shared[:3]))
+    # A shared class alone relates nothing (every ValueError would be related); it only breaks ties.
+    if points and record["errorClass"] == other["errorClass"]:
+        points += SAME_CLASS
+    return round(points, 1), reasons
+
+
+def rank(record: dict[str, Any], candidates: Iterable[dict[str, Any]], tags: dict[str, list[str]], limit: int = MAX_RELATED) -> list[Related]:
+    """The best ``limit`` candidates for ``record``; ``tags`` maps record ids to their tags."""
+    scored = []
+    for other in candidates:
+        if other["id"] == record["id"]:
+            continue
+        points, reasons = score(record, other, tags.get(record["id"], ()), tags.get(other["id"], ()))
+        if points > 0:
+            scored.append(Related(other["id"], other["slug"], other["errorMessage"], other["errorClass"], other["repo"], other["filePath"], other.get("lineNumber", 0), points, tuple(reasons)))
+    scored.sort(key=lambda r: (-r.score, r.id))
+    return scored[:limit]
+
+
+def candidate_ids(conn: sqlite3.Connection, record: dict[str, Any], tags: list[str], same_message: Iterable[str] = ()) -> list[str]:
+    """Ids of records worth scoring for ``record``: a few capped questions, each an index seek.
+
+    ``same_message`` are the ids already known to share the record's message (the site build
+    finds them in one pass over the store; there is no index on message text). Family, tag and
+    word neighbours are read *around* the record's own row (:func:`_around`), so a large family
+    does not send every page to the same few records, and no question reads more than
+    :data:`PER_SOURCE` rows however large the dataset.
+    """
+    found: dict[str, None] = dict.fromkeys(same_message)
+    row = conn.execute("SELECT rowid FROM records WHERE id = ?", [record["id"]]).fetchone()
+    rowid = row[0] if row else 0
+
+    def add(ids: Iterable[Any]) -> None:
+        found.update(dict.fromkeys(ids))
+
+    add(r[0] for r in conn.execute(f"SELECT id FROM records WHERE filePath = ? AND repo = ? LIMIT {PER_SOURCE + 1}", [record["filePath"], record["repo"]]))
+    if record.get("backgroundTag"):
+        add(_around(conn, "SELECT id FROM records WHERE backgroundTag = ? AND rowid {op} ? ORDER BY rowid {order}", [record["backgroundTag"], rowid]))
+    for tag in tags[:3]:
+        own = conn.execute("SELECT coalesce(min(rowid), 0) FROM record_tags WHERE record_id = ? AND tag = ?", [record["id"], tag]).fetchone()[0]
+        add(_around(conn, "SELECT record_id FROM record_tags WHERE tag = ? AND rowid {op} ? ORDER BY rowid {order}", [tag, own]))
+    # Similar wording: records holding all of the message's longest words, then records holding
+    # one of its three longest. An AND costs what its rarest word costs (unlike one big OR), and
+    # reading around the record's rowid instead of ranking every match keeps common words cheap;
+    # score() weighs the words afterwards. Quoted, so a word is never FTS5 syntax.
+    words = sorted(message_words(record["errorMessage"]), key=lambda w: (-len(w), w))
+    groups = ([words[: MAX_QUERY_WORDS // 2]] if len(words) > 1 else []) + [[word] for word in words[:3]]
+    rowids: list[int] = []
+    for group in groups:
+        query = "errorMessage : (" + " AND ".join('"' + w + '"' for w in group) + ")"
+        try:
+            rowids += _around(conn, "SELECT rowid FROM records_fts WHERE records_fts MATCH ? AND rowid {op} ? ORDER BY rowid {order}", [query, rowid])
+        except sqlite3.OperationalError:
+            break  # a store without full-text search still gets the other candidates
+    if rowids:
+        marks = ",".join("?" * len(rowids))
+        add(r[0] for r in conn.execute(f"SELECT id FROM records WHERE rowid IN ({marks}) ORDER BY rowid", rowids))
+    found.pop(record["id"], None)
+    return list(found)
+
+
+def _around(conn: sqlite3.Connection, sql: str, params: list[Any]) -> list[Any]:
+    """Up to :data:`PER_SOURCE` rows of ``sql`` after the given rowid, then before it if too few.
+
+    ``sql`` has ``{op}`` and ``{order}`` for the direction; its last parameter is the rowid.
+    Reading forwards first halves the work for most records (descending scans cost more).
+    """
+    rows = [r[0] for r in conn.execute(sql.format(op=">", order="ASC") + f" LIMIT {PER_SOURCE}", params)]
+    if len(rows) < PER_SOURCE:
+        rows += [r[0] for r in conn.execute(sql.format(op="<", order="DESC") + f" LIMIT {PER_SOURCE - len(rows)}", params)]
+    return rows
+
+
+def related_records(conn: sqlite3.Connection, record: dict[str, Any], tags: list[str], same_message: Iterable[str] = (), limit: int = MAX_RELATED) -> list[Related]:
+    """The related errors of ``record`` (a dict with :data:`COLUMNS`), best first."""
+    ids = candidate_ids(conn, record, tags, same_message)
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    columns = ", ".join(f'"{c}"' for c in COLUMNS)
+    candidates = [dict(zip(COLUMNS, row)) for row in conn.execute(f"SELECT {columns} FROM records WHERE id IN ({marks})", ids)]
+    tag_map: dict[str, list[str]] = {record["id"]: list(tags)}
+    for record_id, tag in conn.execute(f"SELECT record_id, tag FROM record_tags WHERE record_id IN ({marks}) ORDER BY record_id, position", ids):
+        tag_map.setdefault(record_id, []).append(tag)
+    return rank(record, candidates, tag_map, limit)

@@ -1,0 +1,441 @@
+/*
+ * errordb explain box: paste a traceback, see which known errors it is.
+ *
+ * The same rules as `errordb explain` (docs/matching.md, errordb/match.py), run in the browser
+ * on the exported patterns (api/patterns.json):
+ *   message: full match +100 (whole message, or its first line), partial match +40, else no match;
+ *   class:   agrees +30 (equal, or equal last dotted part), differs -30, not given 0;
+ *   frames:  the best frame in the record's file (same last path components): +20, function +10,
+ *            line +10, or round(10 * max(0, 1 - d / 200), 1) when d lines away;
+ *   rank:    score (rounded to 0.1), then record id; equal top scores are "equally likely".
+ * The traceback parsing is simpler than errordb's: ANSI codes and common log prefixes are
+ * stripped, the last "Traceback (most recent call last):" block is read (frames and the final
+ * "Class: message" line); without one, a "Class: message" line or the bare text is the message.
+ *
+ * Everything shown is built with textContent: record text is never parsed as HTML.
+ */
+(function () {
+  "use strict";
+
+  var FULL_MATCH = 100, PARTIAL_MATCH = 40, CLASS_AGREES = 30, CLASS_DIFFERS = -30;
+  var FRAME_FILE = 20, FRAME_FUNCTION = 10, FRAME_LINE = 10, LINE_HORIZON = 200;
+
+  // ---------------------------------------------------------------- parsing
+
+  var ANSI = /\x1b\[[0-9;?]*[ -\/]*[@-~]/g;
+  // "[2026-08-28 05:10:05 TP0] ", "[rank3]: ", "[1,0]<stderr>: " (a bracket holding a digit).
+  var BRACKET_PREFIX = /^\[[^\]\n]{0,80}\d[^\]\n]{0,80}\](?:<\w+>)?:?[ \t]?/;
+  // "2026-08-28 05:10:05,123 ERROR " or "2026-08-28T05:10:05Z - ERROR - ".
+  var TIME_PREFIX = /^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?Z?(?:\s*[-|]\s*|\s+)(?:(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)(?:\s*[-|:]\s*|\s+))?/;
+  // Anywhere in a line: "Scheduler hit an exception: Traceback (most recent call last):".
+  var TRACEBACK = /Traceback \(most recent call last\):\s*$/;
+  var FRAME = /^\s*File "(.+)", line (\d+)(?:, in (.+?))?\s*$/;
+  var CHAIN = /^(?:During handling of the above exception|The above exception was the direct cause)/;
+  var DOTTED = "[A-Za-z_][A-Za-z0-9_]*(?:\\.[A-Za-z_][A-Za-z0-9_]*)*";
+  var EXCEPTION_LINE = new RegExp("^(" + DOTTED + ")(?::[ \\t]?(.*))?$");
+  var EXCEPTION_NAME = /(?:Error|Exception|Warning|Interrupt|Exit|Iteration|Timeout)$/;
+
+  function stripPrefixes(line) {
+    var before;
+    do {
+      before = line;
+      line = line.replace(BRACKET_PREFIX, "").replace(TIME_PREFIX, "");
+    } while (line !== before);
+    return line;
+  }
+
+  function splitLines(text) {
+    return String(text).replace(ANSI, "").replace(/\r\n?/g, "\n").split("\n").map(function (raw) {
+      var line = stripPrefixes(raw);
+      return { text: line, prefixed: line !== raw };
+    });
+  }
+
+  function shortClass(name) {
+    if (!name) return name;
+    var parts = name.split(".");
+    return parts[parts.length - 1];
+  }
+
+  /**
+   * Parse pasted text into a list of exceptions, each {type, message, frames: [{file, line, function}]}.
+   * Every "Traceback (most recent call last):" starts one (a chain gives several); without any,
+   * each "SomeError: message" line is one; else a lone line is a bare message; else nothing.
+   */
+  function parse(text) {
+    var lines = splitLines(text);
+    var found = [];
+    for (var i = 0; i < lines.length; i++) {
+      if (TRACEBACK.test(lines[i].text)) {
+        var exc = parseBlock(lines, i + 1);
+        if (exc) found.push(exc);
+      }
+    }
+    if (!found.length) {
+      lines.forEach(function (line) {
+        var parsed = exceptionLine(line.text.trim(), false);
+        if (parsed) found.push({ type: parsed.type, message: parsed.message, frames: [] });
+      });
+    }
+    if (!found.length) {
+      var filled = lines.filter(function (l) { return l.text.trim() !== ""; });
+      if (filled.length === 1) found.push({ type: null, message: filled[0].text.trim(), frames: [] });
+    }
+    // Ranks of a distributed job print one traceback many times: keep each exception once.
+    var seen = new Set();
+    return found.filter(function (exc) {
+      var key = JSON.stringify([exc.type, exc.message, exc.frames]);
+      if (seen.has(key)) return false;
+      seen.add(key);
+      return true;
+    });
+  }
+
+  function parseBlock(lines, j) {
+    var frames = [];
+    while (j < lines.length) {
+      var line = lines[j].text;
+      var m = FRAME.exec(line);
+      if (m) {
+        var frame = { file: m[1], line: parseInt(m[2], 10), "function": m[3] === undefined ? null : m[3] };
+        var last = frames[frames.length - 1];
+        // Interleaved ranks print each frame several times in a row; once is enough (the best
+        // frame, hence the score, is the same either way).
+        if (!last || last.file !== frame.file || last.line !== frame.line || last["function"] !== frame["function"]) frames.push(frame);
+      } else if (line.trim() !== "" && !/^\s/.test(line) && !TRACEBACK.test(line)) {
+        break; // the first unindented line after the frames is the exception
+      }
+      j++;
+    }
+    if (j >= lines.length) return null;
+    var parsed = exceptionLine(lines[j].text, true);
+    if (!parsed) return null;
+    var message = [parsed.message];
+    for (var k = j + 1; k < lines.length; k++) {
+      var next = lines[k];
+      if (next.text.trim() === "" || next.prefixed || TRACEBACK.test(next.text) || CHAIN.test(next.text)) break;
+      message.push(next.text);
+    }
+    return { type: parsed.type, message: message.join("\n"), frames: frames };
+  }
+
+  function exceptionLine(line, afterFrames) {
+    var m = EXCEPTION_LINE.exec(line);
+    if (!m) return null;
+    // Outside a traceback only a name that reads like an exception class counts, so that
+    // "Note: something" stays a bare message.
+    if (!afterFrames && !EXCEPTION_NAME.test(shortClass(m[1]))) return null;
+    if (!afterFrames && m[2] === undefined) return null;
+    return { type: m[1], message: m[2] === undefined ? "" : m[2] };
+  }
+
+  // ---------------------------------------------------------------- patterns
+
+  /** An RE2 pattern (the record's messagePattern) as a JavaScript RegExp source and flags. */
+  function translate(pattern) {
+    var flags = "";
+    var lead = /^\(\?([imsU]+)\)/.exec(pattern);
+    if (lead) {
+      if (lead[1].indexOf("i") >= 0) flags += "i";
+      if (lead[1].indexOf("m") >= 0) flags += "m";
+      if (lead[1].indexOf("s") >= 0) flags += "s";
+      pattern = pattern.slice(lead[0].length);
+    }
+    var out = "", inClass = false;
+    for (var i = 0; i < pattern.length; i++) {
+      var c = pattern[i];
+      if (c === "\\" && i + 1 < pattern.length) {
+        var d = pattern[i + 1];
+        if (!inClass && d === "A") out += "^";
+        else if (!inClass && d === "z") out += "$";
+        else out += c + d;
+        i++;
+      } else if (inClass) {
+        if (c === "]") inClass = false;
+        out += c;
+      } else if (c === "[") {
+        inClass = true;
+        out += c;
+        if (pattern[i + 1] === "^") { out += "^"; i++; }
+        if (pattern[i + 1] === "]") { out += "\\]"; i++; } // a leading ] is a literal in RE2
+      } else if (c === "(" && pattern.slice(i, i + 4) === "(?P<") {
+        out += "(?<";
+        i += 3;
+      } else {
+        out += c;
+      }
+    }
+    return { source: out, flags: flags };
+  }
+
+  function compile(source, flags) {
+    // RE2's \d \w \s are ASCII, like JavaScript's without the u flag; \p{..} needs the u flag.
+    var order = /\\[pP]/.test(source) ? [flags + "u", flags] : [flags, flags + "u"];
+    for (var i = 0; i < order.length; i++) {
+      try { return new RegExp(source, order[i]); } catch (e) { /* try the other mode */ }
+    }
+    return null;
+  }
+
+  var compiled = new Map();
+  function matchers(entry) {
+    var cached = compiled.get(entry.messagePattern);
+    if (cached === undefined) {
+      var t = translate(entry.messagePattern);
+      var full = compile("^(?:" + t.source + ")$", t.flags);
+      var partial = compile(t.source, t.flags);
+      cached = full && partial ? { full: full, partial: partial } : null;
+      compiled.set(entry.messagePattern, cached);
+    }
+    return cached;
+  }
+
+  // ---------------------------------------------------------------- scoring
+
+  /** Python's round(x, 1): correctly rounded, exact halves to even. */
+  function round1(x) {
+    var exact = x.toFixed(20);
+    var tie = /^-?\d+\.\d50*$/.test(exact);
+    if (!tie) return Number(x.toFixed(1));
+    var tenths = Math.trunc(x * 10);
+    if (Math.abs(tenths) % 2 === 1) tenths += x < 0 ? -1 : 1;
+    return tenths / 10;
+  }
+
+  function components(path) {
+    return String(path || "").replace(/\\/g, "/").split("/").filter(function (p) { return p !== ""; });
+  }
+
+  /**
+   * Whether a frame's file is the record's file: the paths share their last components, all of
+   * the record's path or at least its file name and folder (an installed package drops the
+   * repository's "python/" or "src/" and adds its own "site-packages/").
+   */
+  function sameFile(framePath, recordPath) {
+    var a = components(framePath), b = components(recordPath);
+    var common = 0;
+    while (common < Math.min(a.length, b.length) && a[a.length - 1 - common] === b[b.length - 1 - common]) common++;
+    return common >= Math.min(b.length, 2);
+  }
+
+  function bestFrame(record, frames) {
+    var best = null;
+    frames.forEach(function (frame) { // outermost first: a later (inner) frame wins a tie
+      if (!sameFile(frame.file, record.filePath)) return;
+      var found = [{ kind: "frame-file", points: FRAME_FILE, detail: "a frame is in " + record.filePath }];
+      if (record["function"] && frame["function"] === record["function"]) {
+        found.push({ kind: "frame-function", points: FRAME_FUNCTION, detail: "in " + frame["function"] + ", the function that raises it" });
+      }
+      if (frame.line !== null && frame.line !== undefined) {
+        var distance = Math.abs(frame.line - record.lineNumber);
+        if (distance === 0) {
+          found.push({ kind: "frame-line", points: FRAME_LINE, detail: "at line " + frame.line + ", the record's line" });
+        } else {
+          var points = round1(FRAME_LINE * Math.max(0, 1 - distance / LINE_HORIZON));
+          if (points > 0) found.push({ kind: "frame-line", points: points, detail: "at line " + frame.line + ", " + distance + " lines from the record's " + record.lineNumber });
+        }
+      }
+      var total = found.reduce(function (sum, e) { return sum + e.points; }, 0);
+      if (best === null || total >= best.total) best = { total: total, evidence: found };
+    });
+    return best ? best.evidence : [];
+  }
+
+  /** Score one record against one parsed exception; null when its pattern does not match. */
+  function score(record, exc) {
+    var m = matchers(record);
+    if (!m) return null;
+    var text = exc.message.trim();
+    var firstLine = text.split("\n")[0];
+    var evidence = [];
+    if (m.full.test(text)) {
+      evidence.push({ kind: "message-full", points: FULL_MATCH, detail: "the pattern matches the whole message" });
+    } else if (firstLine !== text && m.full.test(firstLine)) {
+      evidence.push({ kind: "message-full", points: FULL_MATCH, detail: "the pattern matches the message's first line" });
+    } else if (m.partial.test(text)) {
+      evidence.push({ kind: "message-partial", points: PARTIAL_MATCH, detail: "the pattern matches part of the message" });
+    } else {
+      return null;
+    }
+    if (exc.type) {
+      if (exc.type === record.errorClass || shortClass(exc.type) === shortClass(record.errorClass)) {
+        evidence.push({ kind: "class-agrees", points: CLASS_AGREES, detail: "raised as " + exc.type + ", the record's class" });
+      } else {
+        evidence.push({ kind: "class-differs", points: CLASS_DIFFERS, detail: "raised as " + exc.type + "; the record raises " + record.errorClass });
+      }
+    }
+    evidence = evidence.concat(bestFrame(record, exc.frames));
+    var total = evidence.reduce(function (sum, e) { return sum + e.points; }, 0);
+    return { record: record, score: round1(total), evidence: evidence };
+  }
+
+  function byScoreThenId(a, b) {
+    if (a.score !== b.score) return b.score - a.score;
+    return a.record.id < b.record.id ? -1 : a.record.id > b.record.id ? 1 : 0;
+  }
+
+  /** Every record matching one exception, best first. */
+  function rank(records, exc) {
+    var matches = [];
+    records.forEach(function (record) {
+      var scored = score(record, exc);
+      if (scored) matches.push(scored);
+    });
+    return matches.sort(byScoreThenId);
+  }
+
+  /** Each record once, with its best match across all exceptions of the input, best first. */
+  function rankAll(records, exceptions) {
+    var best = new Map();
+    exceptions.forEach(function (exc, index) {
+      rank(records, exc).forEach(function (m) {
+        var known = best.get(m.record.id);
+        if (!known || m.score > known.score) {
+          m.exception = index;
+          best.set(m.record.id, m);
+        }
+      });
+    });
+    return Array.from(best.values()).sort(byScoreThenId);
+  }
+
+  function tellApart(best) {
+    var places = best.map(function (m) {
+      return m.record.filePath + ":" + m.record.lineNumber + " in " + (m.record["function"] || "?");
+    }).join("; ");
+    return best.length + " records share this message: " + places + ". The traceback's frames tell them apart: paste the whole traceback.";
+  }
+
+  // ---------------------------------------------------------------- loading patterns
+
+  var patternsPromise = null;
+
+  function loadPatterns(form) {
+    if (patternsPromise) return patternsPromise;
+    // Browsers refuse fetch() on file:// pages; say so instead of trying.
+    if (location.protocol === "file:") return Promise.reject(new Error("file://"));
+    var url = new URL(form.getAttribute("data-patterns"), document.baseURI);
+    var root = new URL(form.getAttribute("data-root") || "./", document.baseURI);
+    var base = form.getAttribute("data-base") || "/";
+    function fetchJson(target) {
+      return fetch(target, { credentials: "same-origin" }).then(function (response) {
+        if (!response.ok) throw new Error("HTTP " + response.status + " for " + target);
+        return response.json();
+      });
+    }
+    // A page URL of the export is "<base URL>api/…"; read it relative to this site's root, so
+    // the site works wherever it is served.
+    function pageUrl(href) {
+      if (href.indexOf(base) === 0) return new URL(href.slice(base.length), root);
+      return new URL(href, url);
+    }
+    patternsPromise = fetchJson(url).then(function (data) {
+      if (Array.isArray(data)) return data;
+      var items = (data.items || []).slice();
+      var pages = (data.pages || []).map(function (p) { return fetchJson(pageUrl(p.url)); });
+      return Promise.all(pages).then(function (rest) {
+        rest.forEach(function (page) { items.push.apply(items, page.items || []); });
+        return items;
+      });
+    });
+    patternsPromise.catch(function () { patternsPromise = null; });
+    return patternsPromise;
+  }
+
+  // ---------------------------------------------------------------- showing results
+
+  function el(tag, attrs, children) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (key) { node.setAttribute(key, attrs[key]); });
+    (children || []).forEach(function (child) {
+      node.appendChild(typeof child === "string" ? document.createTextNode(child) : child);
+    });
+    return node;
+  }
+
+  function signed(points) { return (points >= 0 ? "+" : "−") + Math.abs(points); }
+
+  function describe(exc) {
+    var head = (exc.type ? exc.type + ": " : "") + exc.message.split("\n")[0];
+    var frames = exc.frames.length ? " (" + exc.frames.length + " frame" + (exc.frames.length === 1 ? "" : "s") + ")" : "";
+    return head + frames;
+  }
+
+  function show(result, exceptions, matches, errorsBase) {
+    result.textContent = "";
+    if (!exceptions.length) {
+      result.appendChild(el("p", {}, ["No exception found in the input: paste a traceback, or one error message on its own."]));
+      return;
+    }
+    var read = el("ul", { "class": "small read", "aria-label": "What was read" }, exceptions.map(function (exc) {
+      return el("li", {}, ["Read: " + describe(exc)]);
+    }));
+    result.appendChild(read);
+    if (!matches.length) {
+      result.appendChild(el("p", { "class": "no-match" }, ["No known error matches this message. Try the search: a similar error may be listed under other words."]));
+      return;
+    }
+    var best = matches.filter(function (m) { return m.score === matches[0].score; });
+    if (best.length > 1) {
+      result.appendChild(el("p", { "class": "tie", "data-tie": "true" }, ["Equally likely: " + tellApart(best)]));
+    }
+    var list = el("ol", { "class": "matches", "aria-label": "Matching errors, best first" });
+    matches.slice(0, 10).forEach(function (m, index) {
+      var r = m.record;
+      var link = el("a", { href: errorsBase + encodeURIComponent(r.slug) + "/index.html" }, [r.errorMessage]);
+      var evidence = el("ul", { "class": "evidence", "aria-label": "Why" }, m.evidence.map(function (e) {
+        return el("li", { "data-kind": e.kind, "data-points": String(e.points) }, [signed(e.points) + " " + e.kind.replace("-", " ") + ": " + e.detail]);
+      }));
+      var item = el("li", {
+        "class": "match" + (m.score === matches[0].score ? " top" : ""),
+        "data-record-id": r.id,
+        "data-score": String(m.score),
+        "data-rank": String(index + 1)
+      }, [
+        el("h3", {}, [link]),
+        el("p", { "class": "small" }, [
+          el("span", { "class": "score" }, ["score " + m.score]),
+          " · " + r.errorClass + " · " + r.repo + " · " + r.filePath + ":" + r.lineNumber + (r["function"] ? " in " + r["function"] : "")
+        ]),
+        evidence
+      ]);
+      list.appendChild(item);
+    });
+    result.appendChild(list);
+  }
+
+  /** Explain ``text`` against the site's patterns: {exceptions, matches}. Used by the box and tests. */
+  function explainText(text, form) {
+    form = form || document.getElementById("explain-form");
+    var exceptions = parse(text);
+    return loadPatterns(form).then(function (records) {
+      return { exceptions: exceptions, matches: rankAll(records, exceptions) };
+    });
+  }
+
+  function start() {
+    var form = document.getElementById("explain-form");
+    if (!form) return;
+    var input = document.getElementById("explain-input");
+    var result = document.getElementById("explain-result");
+    var errorsBase = form.getAttribute("data-errors");
+    form.hidden = false;
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      result.setAttribute("aria-busy", "true");
+      explainText(input.value, form).then(function (answer) {
+        show(result, answer.exceptions, answer.matches, errorsBase);
+      }, function () {
+        result.textContent = "";
+        result.appendChild(el("p", {}, ["The patterns could not be loaded (" + (location.protocol === "file:" ? "the explain box needs the site served over HTTP" : "api/patterns.json is missing") + ")."]));
+      }).then(function () {
+        result.removeAttribute("aria-busy");
+        result.setAttribute("data-done", "true");
+      });
+    });
+  }
+
+  window.errordbExplain = { parse: parse, translate: translate, sameFile: sameFile, score: score, rank: rank, rankAll: rankAll, round1: round1, explainText: explainText };
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();
