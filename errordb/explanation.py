@@ -177,14 +177,23 @@ def explain(source: str | BaseException | Iterable[str], db: Any = None) -> Expl
 
 
 _FTS_WORD = re.compile(r"[A-Za-z0-9_]{3,}")
+#: A word found in more records than this is too common to say what the message is about.
+COMMON_WORD_DOCS = 1000
 
 
 def similar_records(db: Any, text: str, limit: int = SIMILAR_LIMIT) -> list[dict[str, Any]]:
-    """Records whose text resembles ``text`` by full-text search: similar, not the same error."""
+    """Records whose text resembles ``text`` by full-text search: similar, not the same error.
+
+    Ranking every record that shares a common word costs time proportional to the dataset, so
+    only the message's distinctive words are used: those in at most ``COMMON_WORD_DOCS``
+    records (each word's count stops at that bound, so the cost is bounded too).
+    """
     words = list(dict.fromkeys(w.lower() for w in _FTS_WORD.findall(text)))[:32]
-    if not words:
+    probe = "SELECT count(*) FROM (SELECT rowid FROM records_fts WHERE records_fts MATCH ? LIMIT ?)"
+    distinctive = [w for w in words if db.execute(probe, [f'"{w}"', COMMON_WORD_DOCS + 1]).fetchone()[0] <= COMMON_WORD_DOCS]
+    if not distinctive:
         return []
-    query = " OR ".join(f'"{w}"' for w in words)
+    query = " OR ".join(f'"{w}"' for w in distinctive)
     sql = (
         "SELECT records.id, records.slug, records.errorMessage FROM records_fts "
         "JOIN records ON records.rowid = records_fts.rowid WHERE records_fts MATCH ? "
