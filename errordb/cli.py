@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -14,16 +16,56 @@ from errordb.errors import ErrordbError
 
 
 class ErrordbGroup(click.Group):
-    """Shows library errors as one line on stderr (a traceback only with ``--debug``)."""
+    """Shows errors as one line on stderr (a traceback only with ``--debug``).
+
+    Library errors (:class:`ErrordbError`) carry their own message and exit status. Files that
+    cannot be read or written and databases SQLite refuses are the user's problem too: one line
+    naming the file. Anything else is a bug: one line saying so, and --debug shows where.
+    """
 
     def invoke(self, ctx: click.Context):
+        import sqlite3
+
         try:
             return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise  # usage errors and exits: click prints and exits as usual
         except ErrordbError as exc:
             if ctx.params.get("debug"):
                 raise
             click.echo(f"errordb: {exc}", err=True)
             ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            if ctx.params.get("debug"):
+                raise
+            click.echo("errordb: interrupted", err=True)
+            ctx.exit(130)
+        except OSError as exc:
+            if ctx.params.get("debug") or exc.errno == errno.EPIPE:
+                raise  # a closed pipe (`errordb list | head`): click exits quietly
+            name = f"{exc.filename}: " if exc.filename else ""
+            problem = exc.strerror or str(exc)
+            if exc.errno in (errno.EEXIST, errno.ENOTDIR) and exc.filename and not Path(exc.filename).is_dir():
+                problem = "is a file, not a folder"  # mkdir's "File exists" says it poorly
+            click.echo(f"errordb: {name}{problem}", err=True)
+            ctx.exit(2)
+        except sqlite3.Error as exc:
+            if ctx.params.get("debug"):
+                raise
+            db = ctx.meta.get("errordb.db")
+            click.echo(f"errordb: {db or 'database'}: {exc} (is it an errordb database?)", err=True)
+            ctx.exit(2)
+        except Exception as exc:
+            if ctx.params.get("debug"):
+                raise
+            click.echo(f"errordb: internal error: {type(exc).__name__}: {exc} (run `errordb --debug ...` for the traceback)", err=True)
+            ctx.exit(70)  # EX_SOFTWARE
+
+
+def _remember_db(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    # ctx.meta is shared by the whole command chain: ErrordbGroup names the file in SQLite errors.
+    ctx.meta["errordb.db"] = value
+    return value
 
 
 def db_option(function):
@@ -32,6 +74,7 @@ def db_option(function):
         "db_path",
         type=click.Path(dir_okay=False, path_type=Path),
         envvar="ERRORDB_DB",
+        callback=_remember_db,
         help="SQLite database to use (env ERRORDB_DB). Default: one built from the bundled records.",
     )(function)
 
@@ -43,9 +86,14 @@ def cli(debug: bool) -> None:
     """errordb: say which known error a traceback is, what it means and how to fix it.
 
     \b
+    Shell completion (zsh_source and fish_source for zsh and fish; docs/cli.md):
+      eval "$(_ERRORDB_COMPLETE=bash_source errordb)"
+
+    \b
     Examples:
       errordb explain "ValueError: DSPARK requires explicit layer_ids for aux hidden capture."
       python train.py 2>&1 | errordb explain -
+      errordb search "layer_ids" --repo sgl-project/sglang
       errordb check records/
     """
 
@@ -110,7 +158,7 @@ def _read_lines(path: Path):
 @click.argument("paths", nargs=-1, type=click.Path(exists=False, path_type=Path))
 @db_option
 @click.option("--prune", is_flag=True, help="Remove records whose files are gone.")
-@click.option("--families", "families_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--families", "families_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="families.toml to use (default: the one beside the records).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 def ingest(paths: tuple[Path, ...], db_path: Path | None, prune: bool, families_path: Path | None, quiet: bool) -> None:
@@ -125,9 +173,13 @@ def ingest(paths: tuple[Path, ...], db_path: Path | None, prune: bool, families_
     Example:
       errordb ingest records/ --db errordb.db --prune
     """
+    from errordb.progress import Progress, count_records, is_interactive, record_paths
     from errordb.store import ingest as ingest_records
 
-    report = ingest_records(list(paths) or None, db_path or Path("errordb.db"), prune=prune, families_path=families_path)
+    # The bar's total costs a walk of the files: only worth it when a bar will be drawn.
+    total = count_records(record_paths(paths)) if not quiet and is_interactive() else None
+    with Progress("ingest", total, unit="records", enabled=not quiet) as bar:
+        report = ingest_records(list(paths) or None, db_path or Path("errordb.db"), prune=prune, families_path=families_path, progress=bar.update)
     if not quiet:
         click.echo(f"{db_path or 'errordb.db'}: {report.summary()}", err=True)
 
@@ -233,6 +285,235 @@ def repro(key: str | None, run_all: bool, output_format: str, color: bool | None
     sys.exit(0 if all(r.ok for r in reports) else 1)
 
 
+# Browsing: show, search, list, stats, serve ------------------------------------------------------
+
+
+def _complete(kind: str):
+    """A shell-completion callback offering values of ``kind`` from the database (never fails)."""
+
+    def complete(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+        from errordb.browse import completions
+
+        return completions(ctx.params.get("db_path"), kind, incomplete)
+
+    return complete
+
+
+def filter_options(function):
+    """--repo, --tag, --family and --class, shared by search and list."""
+    options = [
+        click.option("--repo", "repos", multiple=True, metavar="OWNER/NAME", shell_complete=_complete("repo"),
+                     help="Only records of this repository (repeat: any of them)."),
+        click.option("--tag", "tags", multiple=True, metavar="TAG", shell_complete=_complete("tag"),
+                     help="Only records with this tag (repeat: all of them)."),
+        click.option("--family", "families", multiple=True, metavar="TAG", shell_complete=_complete("family"),
+                     help="Only records of this failure family, the backgroundTag (repeat: any of them)."),
+        click.option("--class", "classes", multiple=True, metavar="NAME", shell_complete=_complete("class"),
+                     help="Only records raising this exception class, e.g. ValueError (repeat: any of them)."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def _filters(repos: tuple[str, ...], tags: tuple[str, ...], families: tuple[str, ...], classes: tuple[str, ...]):
+    from errordb.browse import Filters
+
+    return Filters(repos=repos, tags=tags, families=families, classes=classes)
+
+
+def _stdout_color(color: bool | None) -> bool:
+    from errordb.render import use_color
+
+    return use_color(click.get_text_stream("stdout"), color)
+
+
+color_option = click.option("--color/--no-color", default=None, help="Force colour on or off (default: on a terminal, unless NO_COLOR is set).")
+
+
+@cli.command()
+@click.argument("key", shell_complete=_complete("key"))
+@click.option("--format", "output_format", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True,
+              help="json: the record file itself (compact canonical JSON, byte for byte as in records/).")
+@color_option
+@db_option
+def show(key: str, output_format: str, color: bool | None, db_path: Path | None) -> None:
+    """Show one record in full, as explain shows its best match.
+
+    KEY is a record id, a slug, or a page or JSON URL ending in one. The text is explain's
+    (what it means, the source with the raise marked, solutions, fixes, when it happens, the
+    committed reproduction, links); markdown is for pasting into an issue; json is the record
+    file exactly as stored (pipe it to `python -m json.tool` to indent it).
+    Exit status: 0 shown, 1 no such record.
+
+    \b
+    Examples:
+      errordb show dspark-aux-hidden-capture-requires-pp-1
+      errordb show b318b4f842689251 --format json > record.json
+      errordb show https://errordb.example/errors/dspark-aux-hidden-capture-requires-pp-1/ --format markdown
+    """
+    from errordb.browse import show as show_record
+    from errordb.store import open_connection
+
+    db = open_connection(db_path)
+    try:
+        on = _stdout_color(color) if output_format == "text" else False
+        click.echo(show_record(db, key, output_format, color=on), color=on)
+    finally:
+        db.close()
+
+
+@cli.command()
+@click.argument("query")
+@filter_options
+@click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True, metavar="N", help="Show at most N records.")
+@click.option("--raw", is_flag=True, help="QUERY is FTS5 syntax (AND, OR, NOT, NEAR, \"phrases\", prefix*, column:word).")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@color_option
+@db_option
+def search(query: str, repos, tags, families, classes, limit: int, raw: bool, output_format: str, color: bool | None,
+           db_path: Path | None) -> None:  # fmt: skip
+    """Full-text search of messages, documentation, triggers, situations and solutions.
+
+    Every word of QUERY must occur (stemmed: "layers" finds "layer"); `word*` finds words
+    starting with it. Punctuation is plain text: `layer_ids` is the phrase "layer ids",
+    `"` and `:` mean nothing special. Results are ranked by bm25, message matches weighing
+    most, and show each record's message and the passages that matched (highlighted; without
+    colour between **). --raw takes SQLite FTS5 query syntax instead; a malformed query is
+    then a one-line error (exit status 2). Exit status: 0 found, 1 nothing found.
+
+    \b
+    Examples:
+      errordb search "layer_ids capture"
+      errordb search "pipeline parallel" --class NotImplementedError --tag dspark
+      errordb search --raw 'errorMessage:dspark NOT pipeline' --format json
+    """
+    from errordb.browse import render_search
+    from errordb.browse import search as search_records
+    from errordb.store import open_connection
+
+    db = open_connection(db_path)
+    try:
+        result = search_records(db, query, _filters(repos, tags, families, classes), limit=limit, raw=raw)
+    finally:
+        db.close()
+    if output_format == "json":
+        click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        on = _stdout_color(color)
+        click.echo(render_search(result, color=on), color=on)
+    sys.exit(0 if result.hits else 1)
+
+
+@cli.command("list")
+@filter_options
+@click.option("-n", "--limit", type=click.IntRange(min=1), metavar="N", help="List at most N records (default: all).")
+@click.option("--format", "output_format", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True,
+              help="table: slug, class, repository and place; json and csv add id, severity, family, tags and message.")
+@color_option
+@db_option
+def list_command(repos, tags, families, classes, limit: int | None, output_format: str, color: bool | None, db_path: Path | None) -> None:
+    """List records, ordered by repository and slug, with the same filters as search.
+
+    The listing is streamed: rows are written as SQLite reads them, so a million records
+    cost no more memory than ten. The table fits the terminal (long cells end in …); json is
+    one array, csv has a header row and tags separated by spaces.
+
+    \b
+    Examples:
+      errordb list --repo sgl-project/sglang
+      errordb list --tag dspark --format csv > dspark.csv
+      errordb list --family missing-required-argument --format json | jq '.[].slug'
+    """
+    from errordb import browse
+    from errordb.store import open_connection
+
+    db = open_connection(db_path)
+    try:
+        rows = browse.list_records(db, _filters(repos, tags, families, classes), limit=limit)
+        out = click.get_text_stream("stdout")
+        if output_format == "json":
+            browse.write_json(rows, out)
+        elif output_format == "csv":
+            browse.write_csv(rows, out)
+        else:
+            width = shutil.get_terminal_size().columns if out.isatty() else None
+            if browse.write_table(rows, out, width=width, color=_stdout_color(color)) == 0:
+                click.echo("No record matches these filters.", err=True)
+    finally:
+        db.close()
+
+
+@cli.command()
+@click.option("--top", type=click.IntRange(min=0), default=20, show_default=True, metavar="N", help="Show the largest N groups of each kind (0: all).")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@color_option
+@db_option
+def stats(top: int, output_format: str, color: bool | None, db_path: Path | None) -> None:
+    """Count the records per repository, exception class, failure family and tag.
+
+    Also the dataset version (the newest datasetVersion ingested), the store layout, the
+    database file's size and its path.
+
+    \b
+    Examples:
+      errordb stats
+      errordb stats --db errordb.db --top 0 --format json
+    """
+    from errordb import browse
+    from errordb.store import open_connection, resolve_db_path
+
+    path = resolve_db_path(db_path)
+    db = open_connection(path)
+    try:
+        data = browse.stats(db, path, top=top or None)
+    finally:
+        db.close()
+    if output_format == "json":
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        on = _stdout_color(color)
+        click.echo(browse.render_stats(data, color=on), color=on)
+
+
+@cli.command()
+@click.option("--records", "records", type=click.Path(exists=True, path_type=Path), metavar="PATH",
+              help="Record files or folder to preview (default: the bundled records); ingested into a temporary database.")
+@db_option
+@click.option("--host", default="127.0.0.1", show_default=True, metavar="ADDRESS", help="Address to listen on.")
+@click.option("-p", "--port", type=click.IntRange(0, 65535), default=8000, show_default=True, metavar="PORT", help="Port to listen on (0: any free port).")
+@click.option("--interval", type=click.FloatRange(min=0.05), default=1.0, show_default=True, metavar="SECONDS",
+              help="Seconds between checks for changed records or templates.")
+@click.option("-v", "--verbose", is_flag=True, help="Log every request.")
+@click.pass_context
+def serve(ctx: click.Context, records: Path | None, db_path: Path | None, host: str, port: int, interval: float, verbose: bool) -> None:
+    """Preview the site: build it into a temporary folder, serve it, rebuild on changes.
+
+    The site is built from --records (ingested into a temporary database), or from --db
+    (only read), or from the bundled records; --records wins over $ERRORDB_DB. It is served
+    on http://127.0.0.1:8000/ by a local HTTP server, never cached by the browser. When a
+    record file, families.toml, the database or a template changes, the records are ingested
+    again and the site rebuilt incrementally; reload the page to see it. A failed rebuild is
+    reported in one line and the previous build stays up. Ctrl-C stops the server and removes
+    the temporary folder. For a preview only: use `errordb build` and a real web server to
+    publish.
+
+    \b
+    Examples:
+      errordb serve
+      errordb serve --records records/ --port 8080
+      errordb serve --db errordb.db --port 0
+    """
+    from errordb.serve import serve as serve_site
+
+    if records is not None and db_path is not None:
+        if ctx.get_parameter_source("db_path") == click.core.ParameterSource.ENVIRONMENT:
+            db_path = None  # an explicit --records beats the environment's database
+        else:
+            raise click.UsageError("give --records or --db, not both")
+    serve_site(records, db_path, host=host, port=port, interval=interval, verbose=verbose)
+
+
 @cli.command()
 @db_option
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("site/api"), show_default=True,
@@ -258,16 +539,51 @@ def export(db_path: Path | None, out: Path, base_url: str, sqlite_path: Path | N
       errordb export --db errordb.db --out site/api --base-url https://errordb.example/ --sqlite dist/errordb.db
     """
     from errordb.export import export_api, export_sqlite
+    from errordb.progress import activity
     from errordb.store import open_db
 
     db = open_db(db_path)
     try:
-        report = export_api(db, out, base_url=base_url)
+        # export_api reports no progress: a spinner with the time elapsed says it is working.
+        with activity(f"exporting the API to {out}", enabled=not quiet):
+            report = export_api(db, out, base_url=base_url)
         if not quiet:
             click.echo(f"{out}: {report.summary()}", err=True)
         if sqlite_path:
-            release = export_sqlite(db, sqlite_path)
+            with activity(f"writing {sqlite_path}", enabled=not quiet):
+                release = export_sqlite(db, sqlite_path)
             if not quiet:
                 click.echo(f"{release.database}, {release.metadata}: written", err=True)
     finally:
         db.close()
+
+
+@cli.command()
+@db_option
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("site"), show_default=True,
+              help="Folder to write the site into; it is replaced as a whole.")
+@click.option("--base-url", default="/", show_default=True,
+              help="Where the site is served (/, /errordb/ or https://host/errordb/): used by sitemap.xml, "
+                   "canonical links, the 404 page and the API. Links between pages are relative.")
+@click.option("--incremental", is_flag=True, help="Reuse the previous build's pages whose inputs did not change.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Worker processes (default: 2 from 2000 records on, else 1).")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+def build(db_path: Path | None, out: Path, base_url: str, incremental: bool, jobs: int | None, quiet: bool) -> None:
+    """Build the static documentation site, with the JSON API under OUT/api.
+
+    One page per error at errors/<slug>/, the index with the explain box, pages per
+    repository, tag and failure family, search, a page documenting the JSON API, 404.html and
+    sitemap.xml. Everything works from file:// and under any sub-path; nothing is fetched from
+    other hosts. The site is built beside OUT and swapped into place: a failed build leaves the
+    previous site as it was. Two builds of the same database are byte-identical; with
+    --incremental only pages whose inputs changed are rendered again.
+
+    \b
+    Example:
+      errordb build --db errordb.db --out site/ --base-url https://errordb.example/ --incremental
+    """
+    from errordb.site import build_site
+
+    report = build_site(db_path, out, base_url=base_url, incremental=incremental, jobs=jobs)
+    if not quiet:
+        click.echo(report.summary(), err=True)

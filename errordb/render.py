@@ -58,6 +58,10 @@ class Style:
     def cyan(self, text: str) -> str:
         return self._wrap("36", text)
 
+    def highlight(self, text: str) -> str:
+        """Search matches: bold yellow."""
+        return self._wrap("1;33", text)
+
 
 def use_color(stream: Any, requested: bool | None) -> bool:
     """Colour only on a terminal, never with ``NO_COLOR`` set or ``--no-color``."""
@@ -133,6 +137,14 @@ def record_sections(record: dict[str, Any], style: Style, width: int, transcript
     return sections
 
 
+def render_record(record: dict[str, Any], color: bool = False, width: int | None = None, transcript: str | None = None) -> str:
+    """One record in full for the terminal: explain's block for its best match, and ``errordb show``.
+
+    ``transcript`` is the committed reproduction (:func:`reproduction_text`), shown when given.
+    """
+    return "\n\n".join(record_sections(record, Style(color), width or terminal_width(), transcript))
+
+
 def _evidence_line(match: Any) -> str:
     return ", ".join(f"{e.detail} ({e.points:+g})" for e in match.evidence)
 
@@ -173,7 +185,7 @@ def render_terminal(explanation: Any, db: Any, color: bool = False, width: int |
             record = get_record(db, match.id)
             if record is None:
                 continue
-            blocks.append("\n\n".join(record_sections(record, style, width, reproduction_text(match.id))))
+            blocks.append(render_record(record, color, width, reproduction_text(match.id)))
     if explanation.similar:
         blocks.append(style.cyan("Similar, not the same:"))
         blocks.extend(f"  - {s['slug']}: {clean(s['errorMessage'])}" for s in explanation.similar)
@@ -235,18 +247,32 @@ def render_markdown(explanation: Any, db: Any) -> str:
         if finding.tell_apart:
             out.append(f"> {md_escape(finding.tell_apart)}")
         for match in finding.best:
-            record = get_record(db, match.id)
-            page, json_url = site_urls(record)
-            out.append(f"**{md_escape(record['errorClass'])}** in {md_code_span(record['repo'])} "
-                       f"at {md_code_span(record['filePath'] + ':' + str(record['lineNumber']))} (score {match.score:g})")  # fmt: skip
-            out.append(f"Why: {md_escape(_evidence_line(match))}")
-            if record.get("documentation"):
-                out.append(md_escape(record["documentation"]))
-            if record.get("solutions"):
-                out.append("\n".join(f"{n}. {md_escape(s)}" for n, s in enumerate(record["solutions"], start=1)))
-            if record.get("exampleFix"):
-                out.append(md_code_block(record["exampleFix"], "python"))
-            out.append(f"Page: {md_code_span(page)} · JSON: {md_code_span(json_url)}")
+            out.extend(record_markdown_sections(get_record(db, match.id), match))
     if explanation.similar:
         out.append("Similar, not the same: " + ", ".join(md_code_span(s["slug"]) for s in explanation.similar))
     return "\n\n".join(out) + "\n"
+
+
+def record_markdown_sections(record: dict[str, Any], match: Any = None) -> list[str]:
+    """A record's Markdown paragraphs: explain's block for a match (with its score and evidence)
+    and, without ``match``, the body of ``errordb show --format markdown``."""
+    page, json_url = site_urls(record)
+    score = f" (score {match.score:g})" if match is not None else ""
+    out = [f"**{md_escape(record['errorClass'])}** in {md_code_span(record['repo'])} "
+           f"at {md_code_span(record['filePath'] + ':' + str(record['lineNumber']))}{score}"]  # fmt: skip
+    if match is not None:
+        out.append(f"Why: {md_escape(_evidence_line(match))}")
+    if record.get("documentation"):
+        out.append(md_escape(record["documentation"]))
+    if record.get("solutions"):
+        out.append("\n".join(f"{n}. {md_escape(s)}" for n, s in enumerate(record["solutions"], start=1)))
+    if record.get("exampleFix"):
+        out.append(md_code_block(record["exampleFix"], "python"))
+    out.append(f"Page: {md_code_span(page)} · JSON: {md_code_span(json_url)}")
+    return out
+
+
+def render_record_markdown(record: dict[str, Any]) -> str:
+    """One record as Markdown (``errordb show --format markdown``), headed like an explain finding."""
+    title = f"### {md_escape(record['errorClass'] + ': ')}{md_escape(record['errorMessage'][:300])}"
+    return "\n\n".join([title, *record_markdown_sections(record)]) + "\n"

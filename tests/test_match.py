@@ -12,7 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from errordb.match import Matcher, common_tail, same_file, score_candidate
-from errordb.patterns import cached_pattern, index_key, literal_runs, message_words, pattern_words
+from errordb.patterns import (
+    cached_pattern,
+    index_key,
+    literal_runs,
+    message_words,
+    parsed_literal_runs,
+    pattern_words,
+    simple_literal_runs,
+)
 from errordb.store import connect, ingest
 
 MESSAGE = "DSPARK requires explicit layer_ids for aux hidden capture."
@@ -166,3 +174,22 @@ def test_every_message_the_pattern_matches_contains_its_key(before, hole, after,
     for text in (message, f"context: {message} (more)"):
         if compiled.search(text):
             assert key == "" or key in message_words(text)
+
+
+hole = st.sampled_from([r"(.+)", r"(.+?)", r"(.*)", r".+", r"\d+", r"-?\d+", r"(\d+)", r"(\S+)", r"\w+"])
+literal = st.text(alphabet="ab -_:/.()[]{}?*+^$|\\'\"=é", min_size=1, max_size=6).map(re.escape)
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(st.one_of(hole, literal), max_size=8))
+def test_the_fast_literal_reader_agrees_with_the_full_parser(parts):
+    pattern = "".join(parts)
+    simple = simple_literal_runs(pattern)
+    assert simple is not None
+    assert simple == parsed_literal_runs(pattern)
+    re.compile(pattern)  # what the fast path assumes without checking
+
+
+def test_the_fast_literal_reader_declines_anything_else():
+    for pattern in (r"a|b", r"[abc]", r"a{2}", r"(?i)x", r"^x$", r"(a)(b)"):
+        assert simple_literal_runs(pattern) is None
