@@ -539,14 +539,14 @@ def export(db_path: Path | None, out: Path, base_url: str, sqlite_path: Path | N
       errordb export --db errordb.db --out site/api --base-url https://errordb.example/ --sqlite dist/errordb.db
     """
     from errordb.export import export_api, export_sqlite
-    from errordb.progress import activity
-    from errordb.store import open_db
+    from errordb.progress import Progress, activity
+    from errordb.store import meta, open_db
 
     db = open_db(db_path)
     try:
-        # export_api reports no progress: a spinner with the time elapsed says it is working.
-        with activity(f"exporting the API to {out}", enabled=not quiet):
-            report = export_api(db, out, base_url=base_url)
+        total = int(meta(db).get("recordCount") or 0)
+        with Progress("export", total=total, unit="records", enabled=not quiet) as bar:
+            report = export_api(db, out, base_url=base_url, progress=bar.update)
         if not quiet:
             click.echo(f"{out}: {report.summary()}", err=True)
         if sqlite_path:
@@ -582,8 +582,15 @@ def build(db_path: Path | None, out: Path, base_url: str, incremental: bool, job
     Example:
       errordb build --db errordb.db --out site/ --base-url https://errordb.example/ --incremental
     """
+    from errordb.progress import Progress
     from errordb.site import build_site
 
-    report = build_site(db_path, out, base_url=base_url, incremental=incremental, jobs=jobs)
+    with Progress("build", unit="page batches", enabled=not quiet) as bar:
+
+        def advance(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done)
+
+        report = build_site(db_path, out, base_url=base_url, incremental=incremental, jobs=jobs, progress=advance)
     if not quiet:
         click.echo(report.summary(), err=True)

@@ -20,7 +20,7 @@ import contextlib
 import hashlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,22 +86,26 @@ def export_api(
     base_url: str = "/",
     page_size: int = DEFAULT_PAGE_SIZE,
     page_bytes: int = DEFAULT_PAGE_BYTES,
+    progress: Callable[[int], None] | None = None,
 ) -> ExportReport:
-    """Write the API to ``out`` all or nothing: on any error ``out`` is left as it was."""
+    """Write the API to ``out`` all or nothing: on any error ``out`` is left as it was.
+
+    ``progress`` is called with the number of records written so far.
+    """
     started = time.perf_counter()
     urls, paging = Urls.for_site(base_url), Paging(page_size, page_bytes)
     with replaced_dir(out) as staging:
         tree = OutputTree(staging)
-        records = _write(db, tree, urls, paging)
+        records = _write(db, tree, urls, paging, progress)
     return ExportReport(Path(out), records, tree.files, tree.bytes, time.perf_counter() - started)
 
 
-def _write(db: Any, tree: OutputTree, urls: Urls, paging: Paging) -> int:
+def _write(db: Any, tree: OutputTree, urls: Urls, paging: Paging, progress: Callable[[int], None] | None = None) -> int:
     """Every file of the API; returns the number of records."""
     from errordb.store import meta
 
     with _read_snapshot(db):
-        count = _write_records(db, tree)
+        count = _write_records(db, tree, progress)
         write_listings(db, tree, urls, paging)
         stats = meta(db)
     explain = _write_schemas(tree)
@@ -124,7 +128,7 @@ def _read_snapshot(db: Any) -> Iterator[None]:
         conn.rollback()  # it only read
 
 
-def _write_records(db: Any, tree: OutputTree) -> int:
+def _write_records(db: Any, tree: OutputTree, progress: Callable[[int], None] | None = None) -> int:
     """``errors/<id>.json`` and ``errors/<id>`` for each record, and the two bulk files, in one pass."""
     from errordb.schema import canonical_json
     from errordb.store import iter_envelopes
@@ -141,8 +145,12 @@ def _write_records(db: Any, tree: OutputTree) -> int:
             jsonl.add(text)
             archive.add(f"{record_id}.json", data)
             count += 1
+            if progress and count % 1000 == 0:
+                progress(count)
         jsonl.close()
         archive.close()
+    if progress:
+        progress(count)
     return count
 
 

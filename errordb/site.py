@@ -36,7 +36,7 @@ import shutil
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +97,7 @@ def build_site(
     base_url: str = "/",
     incremental: bool = False,
     jobs: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> BuildReport:
     """Render the store ``db`` (a database or its path; ``None``: the default) into ``out_dir``.
 
@@ -104,7 +105,8 @@ def build_site(
     ``https://example.org/errordb/``): links are relative anyway, it is used by ``sitemap.xml``,
     canonical links, the 404 page and the API export. ``incremental`` reuses the pages of the
     previous build in ``out_dir`` whose inputs did not change. ``jobs`` is the number of worker
-    processes (default: up to 2 from :data:`POOL_THRESHOLD` records on, else 1).
+    processes (default: up to 2 from :data:`POOL_THRESHOLD` records on, else 1). ``progress``
+    is called with (render tasks done, render tasks in all) as the pages are rendered.
     """
     started = time.perf_counter()
     base_url = paths.normal_base_url(base_url)
@@ -112,12 +114,16 @@ def build_site(
     _check_replaceable(out)
     database, db_path, owned = _open(db)
     try:
-        report = _build(database, db_path, out, base_url, incremental, jobs)
+        report = _build(database, db_path, out, base_url, incremental, jobs, progress or _no_progress)
     finally:
         if owned:
             database.close()
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _no_progress(done: int, total: int) -> None:
+    pass
 
 
 def _check_replaceable(out: Path) -> None:
@@ -153,7 +159,10 @@ class _Config:
     dataset_version: str
 
 
-def _build(db: sqlite_utils.Database, db_path: str | None, out: Path, base_url: str, incremental: bool, jobs: int | None) -> BuildReport:
+def _build(
+    db: sqlite_utils.Database, db_path: str | None, out: Path, base_url: str, incremental: bool, jobs: int | None,
+    progress: Callable[[int, int], None],
+) -> BuildReport:
     from errordb.store import meta
 
     templates = templates_dir()
@@ -178,14 +187,20 @@ def _build(db: sqlite_utils.Database, db_path: str | None, out: Path, base_url: 
                 futures = [pool.submit(_run_task, index, task) for index, task in enumerate(tasks)]
                 try:
                     _write_api(db, staging, base_url)  # in this process, while the workers render
-                    results = [future.result() for future in futures]
+                    results = []
+                    for future in futures:
+                        results.append(future.result())
+                        progress(len(results), len(tasks))
                 except BaseException:
                     pool.shutdown(cancel_futures=True)  # one failure fails the build: stop the rest
                     raise
         else:
             _init_worker(config, db.conn)
             try:
-                results = [_run_task(index, task) for index, task in enumerate(tasks)]
+                results = []
+                for index, task in enumerate(tasks):
+                    results.append(_run_task(index, task))
+                    progress(len(results), len(tasks))
             finally:
                 _close_worker()
             _write_api(db, staging, base_url)

@@ -119,3 +119,18 @@ def test_export_shows_activity_on_a_terminal_and_one_summary(tmp_path, monkeypat
     monkeypatch.setattr(progress, "is_interactive", lambda stream=None: True)
     quiet = CliRunner().invoke(cli, ["export", "--db", str(db), "--out", str(tmp_path / "api"), "--quiet"])
     assert quiet.exit_code == 0 and quiet.stderr == ""
+
+
+def test_build_and_export_report_progress_to_their_callbacks(tmp_path):
+    from errordb.export import export_api
+    from errordb.site import build_site
+    from errordb.store import connect, ingest
+
+    db_path = tmp_path / "p.db"
+    ingest(None, db_path)
+    calls: list[tuple[int, int]] = []
+    build_site(db_path, tmp_path / "site", progress=lambda done, total: calls.append((done, total)))
+    assert calls and calls[-1][0] == calls[-1][1] and [c[0] for c in calls] == list(range(1, len(calls) + 1))
+    written: list[int] = []
+    report = export_api(connect(db_path), tmp_path / "api", progress=written.append)
+    assert report.records == 3 and written == [3]
