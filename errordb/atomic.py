@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
+import functools
 import os
+import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,27 +19,96 @@ from pathlib import Path
 def replaced_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield an empty folder beside ``target``; on success it replaces ``target``.
 
-    On any error the new folder is removed and ``target`` is left as it was. The swap is two
-    renames on the same file system, so a reader sees the old folder or the new one; a crash
-    between the renames leaves the old folder at ``<target>.old-*``, never a half-written one.
+    On any error the new folder is removed and ``target`` is left as it was. On Linux the swap
+    is one ``renameat2(RENAME_EXCHANGE)``: ``target`` is the old folder or the new one at every
+    instant, even under ``kill -9``. Elsewhere it is two renames, and a crash between them
+    leaves the old folder at ``.<name>.old-<pid>-*`` and no ``target``: the next run puts it
+    back first. Folders left beside ``target`` by killed runs (``.<name>.new-<pid>-*``, which
+    hold a half-written output or, after the exchange, the old one) are removed by the next run.
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.new-", dir=target.parent))
+    _clean_up_after_killed_runs(target)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.new-{os.getpid()}-", dir=target.parent))
     try:
         yield staging
         os.chmod(staging, 0o755)
-        if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+        if not target.exists():
+            os.rename(staging, target)
+        elif _exchange(staging, target):
+            shutil.rmtree(staging, ignore_errors=True)  # it holds the old folder now
+        else:
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-{os.getpid()}-", dir=target.parent))
             os.rmdir(old)
             os.rename(target, old)
             os.rename(staging, target)
             shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+@functools.cache
+def _renameat2():
+    """glibc's renameat2, or None where there is none (not Linux, an old libc, musl)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the two paths atomically; False where the system or file system cannot."""
+    function = _renameat2()
+    if function is None:
+        return False
+    if function(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(b))
+
+
+def _clean_up_after_killed_runs(target: Path) -> None:
+    """Put back a target a killed two-rename swap left at ``.old-*``; remove killed runs' folders.
+
+    Only folders whose process is gone are touched (the pid is in the name), so two runs at
+    once never remove each other's work.
+    """
+    pattern = re.compile(rf"^\.{re.escape(target.name)}\.(new|old)-(\d+)-")
+    dead: list[tuple[str, Path]] = []
+    for entry in target.parent.iterdir():
+        found = pattern.match(entry.name)
+        if found and entry.is_dir() and not entry.is_symlink() and not _alive(int(found.group(2))):
+            dead.append((found.group(1), entry))
+    olds = sorted((p for kind, p in dead if kind == "old"), key=lambda p: p.stat().st_mtime)
+    if olds and not target.exists():
+        os.rename(olds.pop(), target)  # the newest old folder is the last complete output
+    for _, path in dead:
+        if path.exists():
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, another user's
+    return True
 
 
 def write_text(path: Path, text: str) -> None:

@@ -1,6 +1,8 @@
 """``errordb check``: the schema plus the dataset's own consistency rules, one problem per line.
 
-Rules beyond the schema: the pattern fully matches the message; the snippet has exactly
+Rules beyond the schema: the pattern fully matches the message (the schema itself refuses a
+pattern that does not, so ingest refuses it too; check reports it as the file's validation
+error, and :func:`check_record` keeps the rule for records built in code); the snippet has exactly
 ``sourceCodeEnd - sourceCodeStart + 1`` lines; the line at ``lineNumber`` is the ``raise`` of
 the record's class (or the line that begins it); ``githubUrl`` is the pinned URL of exactly that
 window; slugs follow the convention and are unique; ids are unique; a file inside a records

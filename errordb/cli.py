@@ -594,3 +594,47 @@ def build(db_path: Path | None, out: Path, base_url: str, incremental: bool, job
         report = build_site(db_path, out, base_url=base_url, incremental=incremental, jobs=jobs, progress=advance)
     if not quiet:
         click.echo(report.summary(), err=True)
+
+
+@cli.command()
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option("--repo", required=True, help="GitHub repository the sources belong to, as OWNER/NAME.")
+@click.option("--sha", required=True, help="Full 40-digit commit sha of the sources (githubUrl is pinned to it).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("records"), show_default=True,
+              help="Records tree to write into, as <out>/<owner>/<repo>/<id>.json.")
+@click.option("--prefix", default="", help="Where PATH sits inside the repository (src/click); default: PATH is its root.")
+@click.option("--prune", is_flag=True, help="Delete draft records of REPO under PATH whose raise is gone.")
+@click.option("--analyzed-at", help="analyzedAt of the records, a UTC date or time "
+              "(default: $SOURCE_DATE_EPOCH, else 1970-01-01: never the clock, so runs are reproducible).")
+@click.option("--dataset-version", help="datasetVersion of the records, a UTC time (default: analyzedAt at midnight).")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write every unreadable raise there, one 'file:line: reason: detail' a line.")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+def harvest(path: Path, repo: str, sha: str, out: Path, prefix: str, prune: bool, analyzed_at: str | None,
+            dataset_version: str | None, report_path: Path | None, quiet: bool) -> None:
+    """Draft records from the raise statements of a Python source tree.
+
+    PATH (a folder or one .py file) is read with ast, never imported or run. Every raise
+    whose message can be read from the source (a literal, an f-string, % or .format of a
+    literal, a variable certainly holding one) becomes a draft record: message, pattern, class, file,
+    line, source window, pinned URL, slug and a stable id are filled in; documentation and
+    solutions are left for an analyst, and the record is tagged `draft`. Raises whose message
+    cannot be read are counted and listed (--report), never guessed. Running again on a newer
+    commit updates moved raises in place and keeps what an analyst wrote. Nothing is written
+    unless the whole run succeeds; rules and the id scheme: docs/harvest.md.
+
+    \b
+    Example:
+      errordb harvest ~/src/click/src/click --prefix src/click --repo pallets/click \\
+          --sha 0123456789abcdef0123456789abcdef01234567 --out records/ --prune --analyzed-at 2026-08-28
+    """
+    from errordb.harvest import harvest as harvest_tree
+
+    report = harvest_tree(path, repo=repo, sha=sha, out=out, prefix=prefix, prune=prune,
+                          analyzed_at=analyzed_at, dataset_version=dataset_version)
+    if report_path is not None:
+        from errordb.atomic import write_text
+
+        write_text(report_path, report.listing())
+    if not quiet:
+        click.echo(f"{out}: {report.summary()}", err=True)

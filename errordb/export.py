@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -94,9 +95,18 @@ def export_api(
     """
     started = time.perf_counter()
     urls, paging = Urls.for_site(base_url), Paging(page_size, page_bytes)
-    with replaced_dir(out) as staging:
-        tree = OutputTree(staging)
-        records = _write(db, tree, urls, paging, progress)
+    try:
+        with replaced_dir(out) as staging:
+            tree = OutputTree(staging)
+            records = _write(db, tree, urls, paging, progress)
+    except sqlite3.DatabaseError as exc:
+        # A damaged store: one line, without the damaged text SQLite may quote (the old API stays).
+        from errordb.store import unreadable
+
+        name = None
+        with contextlib.suppress(sqlite3.Error):
+            name = getattr(db, "conn", db).execute("PRAGMA database_list").fetchone()[2]
+        raise unreadable(name, exc) from None
     return ExportReport(Path(out), records, tree.files, tree.bytes, time.perf_counter() - started)
 
 

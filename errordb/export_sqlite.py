@@ -155,6 +155,7 @@ def export_sqlite(db: Any, target: Path, *, source_url: str | None = None) -> Sq
     conn = getattr(db, "conn", db)
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_dead_partials(target)
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     partial_metadata = target.with_name(f".{target.stem}.metadata.json.{os.getpid()}.partial")
     try:
@@ -172,6 +173,22 @@ def export_sqlite(db: Any, target: Path, *, source_url: str | None = None) -> Sq
             partial.unlink(missing_ok=True)
             partial_metadata.unlink(missing_ok=True)
     return SqliteRelease(target, metadata_path(target))
+
+
+def _remove_dead_partials(target: Path) -> None:
+    """Remove the ``.partial`` files of exports that were killed (their pid is gone)."""
+    prefixes = (f".{target.name}.", f".{target.stem}.metadata.json.")
+    for leftover in target.parent.iterdir():
+        name = leftover.name
+        if not (name.startswith(prefixes) and ".partial" in name):
+            continue
+        try:
+            pid = int(name.split(".partial")[0].rsplit(".", 1)[-1])
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            leftover.unlink(missing_ok=True)  # also a "-journal" VACUUM INTO left beside it
+        except (ValueError, OSError):
+            continue  # not a pid, or a live process of another user
 
 
 def datasette_metadata(db: Any, *, database_name: str, source_url: str | None = None) -> dict[str, Any]:

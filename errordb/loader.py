@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,26 @@ RECORD_SUFFIXES = (".json", ".jsonl")
 NON_RECORD_DIRS = frozenset({"repros"})
 #: A record file larger than this is refused before it is parsed.
 MAX_FILE_BYTES = 64 << 20
+#: How much of a file is read to name the record in an error about the whole file.
+_PEEK_BYTES = 4096
+
+# Errors are one line on a terminal. File names come from contributors and pydantic's or RE2's
+# messages can quote record text, so control characters in them are shown as \x.. escapes.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# What a model-level check names as its field: "lineNumber: ..." or "solutions[2]: ...".
+_FIELD_PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?$")
+# A record id or a key, found in text that is not valid JSON (to name them in the error).
+_ID_IN_TEXT = re.compile(r'"id"\s*:\s*"([0-9a-f]{16})"')
+_KEY_IN_TEXT = re.compile(r'(?<!\\)"([A-Za-z]+)"\s*:')
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters written as ``\\xNN``: safe in a one-line message."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _name(path: os.PathLike[str] | str) -> str:
+    return printable(str(path))
 
 
 @dataclass(frozen=True)
@@ -45,7 +66,7 @@ def record_files(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Path]:
         elif path.exists():
             yield path
         else:
-            raise RecordError(str(path), None, None, "no such file or folder")
+            raise RecordError(_name(path), None, None, "no such file or folder")
 
 
 def _walk(folder: Path) -> Iterator[Path]:
@@ -53,7 +74,7 @@ def _walk(folder: Path) -> Iterator[Path]:
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError as exc:
-        raise RecordError(str(folder), None, None, f"cannot read folder: {exc.strerror}") from None
+        raise RecordError(_name(folder), None, None, f"cannot read folder: {exc.strerror}") from None
     for entry in entries:
         if entry.name.startswith((".", "_")):
             continue
@@ -75,8 +96,9 @@ def load_file(path: Path) -> Iterator[LoadedRecord]:
     if path.suffix == ".jsonl":
         yield from _load_lines(path)
         return
-    text = _decode(str(path), _read_bytes(path))
-    yield LoadedRecord(str(path), parse_envelope(str(path), text))
+    source = _name(path)
+    text = _decode(source, _read_bytes(path))
+    yield LoadedRecord(source, parse_envelope(source, text))
 
 
 def _load_lines(path: Path) -> Iterator[LoadedRecord]:
@@ -84,12 +106,15 @@ def _load_lines(path: Path) -> Iterator[LoadedRecord]:
     try:
         handle = open(path, "rb")
     except OSError as exc:
-        raise RecordError(str(path), None, None, f"cannot read: {exc.strerror}") from None
+        raise RecordError(_name(path), None, None, f"cannot read: {exc.strerror}") from None
     with handle:
-        for number, raw in enumerate(handle, start=1):
-            source = f"{path}:{number}"
+        number = 0
+        # readline with a limit: one endless line costs MAX_FILE_BYTES of memory, not the file.
+        while raw := handle.readline(MAX_FILE_BYTES + 1):
+            number += 1
+            source = f"{_name(path)}:{number}"
             if len(raw) > MAX_FILE_BYTES:
-                raise RecordError(source, None, None, f"line is {len(raw)} bytes; a record is limited to {MAX_FILE_BYTES}")
+                raise RecordError(source, _peek_id_text(raw[:_PEEK_BYTES]), None, f"line is longer than {MAX_FILE_BYTES} bytes; a record is limited to {MAX_FILE_BYTES}")
             line = _decode(source, raw)
             if line.strip():
                 yield LoadedRecord(source, parse_envelope(source, line))
@@ -99,26 +124,58 @@ def _read_bytes(path: Path) -> bytes:
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
-            raise RecordError(str(path), None, None, f"file is {size} bytes; record files are limited to {MAX_FILE_BYTES}")
+            with open(path, "rb") as handle:
+                head = handle.read(_PEEK_BYTES)
+            raise RecordError(_name(path), _peek_id_text(head), None, f"file is {size} bytes; record files are limited to {MAX_FILE_BYTES}")
         return path.read_bytes()
     except OSError as exc:
-        raise RecordError(str(path), None, None, f"cannot read: {exc.strerror}") from None
+        raise RecordError(_name(path), None, None, f"cannot read: {exc.strerror}") from None
 
 
 def _decode(source: str, data: bytes) -> str:
     if data.startswith(b"\xef\xbb\xbf"):
-        raise RecordError(source, None, None, "starts with a UTF-8 byte-order mark; save the file as UTF-8 without BOM")
+        raise RecordError(source, _peek_id_text(data[:_PEEK_BYTES]), None, "starts with a UTF-8 byte-order mark; save the file as UTF-8 without BOM")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise RecordError(source, None, None, f"not valid UTF-8 at byte {exc.start}") from None
+        text = data.decode("utf-8", "replace")
+        field = _key_before(data[: exc.start].decode("utf-8", "replace"))
+        raise RecordError(source, _peek_id_text(text), field, f"not valid UTF-8 at byte {exc.start}") from None
+
+
+def _peek_id_text(text: str | bytes) -> str | None:
+    """The record id in text that is not (yet) valid JSON, when it can be read."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    found = _ID_IN_TEXT.search(text)
+    return found.group(1) if found else None
+
+
+def _key_before(text: str) -> str | None:
+    """The record field whose value holds the end of ``text`` (the last key before it).
+
+    A heuristic for errors in text that does not parse: only the names of the envelope's and
+    the record's own fields count, so text that merely looks like a key is rarely taken.
+    """
+    from errordb.schema import FIELD_NAMES
+
+    for found in reversed(list(_KEY_IN_TEXT.finditer(text))):
+        if found.group(1) in FIELD_NAMES or found.group(1) == "datasetVersion":
+            return found.group(1)
+    return None
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str):
+        super().__init__(f"duplicate key {key!r}")
+        self.key = key
 
 
 def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
-            raise ValueError(f"duplicate key {key!r}")
+            raise _DuplicateKey(key)
         result[key] = value
     return result
 
@@ -132,9 +189,11 @@ def parse_envelope(source: str, text: str) -> Envelope:
     try:
         data = json.loads(text, object_pairs_hook=_refuse_duplicate_keys, parse_constant=_refuse_constant)
     except json.JSONDecodeError as exc:
-        raise RecordError(source, None, None, f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        where = f"line {exc.lineno} column {exc.colno}"
+        raise RecordError(source, _peek_id_text(text), _key_before(text[: exc.pos]), f"malformed JSON: {exc.msg} at {where}") from None
     except (ValueError, RecursionError) as exc:
-        raise RecordError(source, None, None, f"malformed JSON: {exc}") from None
+        field = exc.key if isinstance(exc, _DuplicateKey) and _FIELD_PREFIX.match(exc.key) else None
+        raise RecordError(source, _peek_id_text(text), field, printable(f"malformed JSON: {exc}")) from None
     return validate_envelope(source, data)
 
 
@@ -154,8 +213,9 @@ def validate_envelope(source: str, data: Any) -> Envelope:
         if message.startswith("Value error, "):
             message = message[len("Value error, ") :]
         # Model-level checks name their own field as "field: problem".
-        if field is None and ": " in message and message.split(": ", 1)[0].isidentifier():
+        if field is None and ": " in message and _FIELD_PREFIX.match(message.split(": ", 1)[0]):
             field, message = message.split(": ", 1)
+        message = printable(message)
         more = exc.error_count() - 1
         if more:
             message += f" (and {more} more problem{'s' if more > 1 else ''})"

@@ -12,7 +12,7 @@ import json
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 SUPPORTED_SCHEMA_VERSIONS = (2,)
 
@@ -21,6 +21,8 @@ MAX_TEXT = 100_000
 MAX_SOURCE = 200_000
 MAX_PATTERN = 10_000
 MAX_LIST_ITEMS = 200
+#: Line numbers must fit the store's INTEGER columns (and any real file); 2**31 - 1 is plenty.
+MAX_LINE = 2**31 - 1
 
 _ID = r"^[0-9a-f]{16}$"
 _SHA = r"^[0-9a-f]{40}$"
@@ -37,6 +39,13 @@ Text = Annotated[str, Field(max_length=MAX_TEXT)]
 ListItem = Annotated[str, Field(min_length=1, max_length=MAX_TEXT)]
 TextList = Annotated[list[ListItem], Field(max_length=MAX_LIST_ITEMS)]
 Tag = Annotated[str, Field(pattern=_TAG, max_length=64)]
+LineNumber = Annotated[int, Field(ge=1, le=MAX_LINE)]
+# NUL cuts text short in C tools (the sqlite3 shell, terminals), and C1 controls (U+0080-U+009F,
+# e.g. U+009B, the one-character CSI) are obeyed by some terminals even when JSON output leaves
+# them unescaped (json.dumps escapes only U+0000-U+001F). No record text needs either. Other
+# control characters (ESC...) are dropped where text is shown (errordb.render.clean) and
+# escaped by JSON.
+_FORBIDDEN_CHARACTERS = re.compile("[\x00\x80-\x9f]")
 
 
 class Record(BaseModel):
@@ -59,10 +68,10 @@ class Record(BaseModel):
     httpStatus: Annotated[int, Field(ge=100, le=599)] | None = None
     severity: Literal["critical", "error", "warning", "info"]
     filePath: str = Field(min_length=1, max_length=1000, description="Path of the file inside the repo.")
-    lineNumber: int = Field(ge=1)
+    lineNumber: LineNumber
     sourceCode: str = Field(max_length=MAX_SOURCE)
-    sourceCodeStart: int = Field(ge=1)
-    sourceCodeEnd: int = Field(ge=1)
+    sourceCodeStart: LineNumber
+    sourceCodeEnd: LineNumber
     githubUrl: str = Field(max_length=2000)
     documentation: Text
     triggerScenarios: Text
@@ -116,14 +125,35 @@ class Record(BaseModel):
 
     @field_validator("messagePattern")
     @classmethod
-    def _compiles(cls, value: str) -> str:
+    def _compiles(cls, value: str, info: ValidationInfo) -> str:
         from errordb.patterns import PatternError, compile_pattern
 
         try:
-            compile_pattern(value)
+            compiled = compile_pattern(value)
         except PatternError as exc:
             raise ValueError(str(exc)) from None
+        # A pattern that does not match its own message can never identify the error it
+        # documents (ingest would store a record explain never finds). errorMessage is declared
+        # first, so it is in info.data when it validated; the pattern is compiled once here
+        # (compiling is half the cost of validating a record).
+        message = info.data.get("errorMessage")
+        if message is not None and compiled.fullmatch(message) is None:
+            raise ValueError("does not fully match errorMessage")
         return value
+
+    @model_validator(mode="after")
+    def _no_forbidden_characters(self) -> Record:
+        for name in FIELD_NAMES:
+            value = getattr(self, name)
+            items = enumerate(value) if isinstance(value, list) else [(None, value)]
+            for index, text in items:
+                if isinstance(text, str) and (found := _FORBIDDEN_CHARACTERS.search(text)):
+                    where = name if index is None else f"{name}[{index}]"
+                    raise ValueError(
+                        f"{where}: contains control character U+{ord(found.group()):04X} at position {found.start()}; "
+                        "record text must not hold NUL or C1 control characters"
+                    )
+        return self
 
     @model_validator(mode="after")
     def _line_inside_window(self) -> Record:

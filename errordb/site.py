@@ -115,6 +115,11 @@ def build_site(
     database, db_path, owned = _open(db)
     try:
         report = _build(database, db_path, out, base_url, incremental, jobs, progress or _no_progress)
+    except sqlite3.DatabaseError as exc:
+        # A damaged store: one line, without the damaged text SQLite may quote (the old site stays).
+        from errordb.store import unreadable
+
+        raise unreadable(db_path, exc) from None
     finally:
         if owned:
             database.close()

@@ -20,6 +20,8 @@ on any error nothing is left changed, and a database file it created is removed 
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import os
 import sqlite3
@@ -96,14 +98,107 @@ class IngestReport:
         )
 
 
+#: Seconds a connection waits for another one's lock (an ingest waits for another ingest).
+BUSY_TIMEOUT = 30
+
+
 def connect(path: str | os.PathLike[str]) -> sqlite_utils.Database:
-    """Open a store file (created if missing) with the pragmas errordb relies on."""
+    """Open a store file for writing (created if missing) with the pragmas errordb relies on.
+
+    Concurrency (docs/reliability.md): a file this creates is in WAL mode, so explain and the
+    other readers keep reading the last committed data while an ingest writes, however long it
+    runs (in the rollback journal a long ingest spills its cache, takes the exclusive lock and
+    readers time out). An existing file keeps its journal mode: switching it would rewrite the
+    file's header even when the ingest then fails, and a failed ingest must leave the file as it
+    was, byte for byte. ``db.atomic()`` takes the write lock when the transaction begins
+    (``BEGIN IMMEDIATE``), so a second ingest waits up to :data:`BUSY_TIMEOUT` seconds for the
+    first instead of failing when it first writes; SQLite errors that are about the disk (full,
+    read-only, locked too long) become one-line :class:`StoreError` naming the file.
+    """
+    new = not os.path.exists(path) or os.path.getsize(path) == 0
+    try:
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT)
+    except sqlite3.OperationalError as exc:
+        raise _write_error(path, exc) from None
+    db = _store_class()(conn)
+    try:
+        db.execute("PRAGMA foreign_keys = ON")
+        if new:
+            db.execute("PRAGMA journal_mode = WAL")
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        raise _write_error(path, exc) from None
+    return db
+
+
+@functools.cache
+def _store_class() -> type[sqlite_utils.Database]:
     import sqlite_utils  # ~100 ms (it probes for numpy): only for writing and browsing
 
-    conn = sqlite3.connect(str(path), timeout=30)
-    db = sqlite_utils.Database(conn)
-    db.execute("PRAGMA foreign_keys = ON")
-    return db
+    class Store(sqlite_utils.Database):
+        """A sqlite_utils Database whose outermost transaction is ``BEGIN IMMEDIATE``."""
+
+        @contextlib.contextmanager
+        def atomic(self) -> Iterator[Store]:
+            if self.conn.in_transaction:  # nested: sqlite-utils' savepoints
+                with super().atomic():
+                    yield self
+                return
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.DatabaseError as exc:
+                raise _write_error(_db_name(self), exc) from None
+            try:
+                yield self
+                self.conn.execute("COMMIT")
+            except BaseException as exc:
+                with contextlib.suppress(sqlite3.Error):  # a damaged file can refuse even that
+                    self.conn.rollback()
+                error = _write_error(_db_name(self), exc) if isinstance(exc, sqlite3.DatabaseError) else exc
+                if error is exc:
+                    raise
+                raise error from None
+
+    return Store
+
+
+def _write_error(path: str | os.PathLike[str], exc: sqlite3.Error) -> Exception:
+    """The one-line error for an SQLite failure to write ``path`` (``exc`` itself if it is a bug)."""
+    name = getattr(exc, "sqlite_errorname", "")
+    if name == "SQLITE_FULL":
+        return StoreError(f"{path}: the disk is full; nothing was written, the database is as it was")
+    if name.startswith("SQLITE_READONLY"):
+        return StoreError(f"{path}: cannot write: the file or its folder is read-only")
+    if name.startswith("SQLITE_CANTOPEN"):
+        folder = Path(path).absolute().parent
+        if not folder.is_dir():
+            return StoreError(f"{path}: cannot create the database: no folder {folder}")
+        # A WAL database in a read-only folder: SQLite cannot create the -wal and -shm files.
+        if not os.access(folder, os.W_OK):
+            return StoreError(f"{path}: cannot write: its folder is read-only")
+        return StoreError(f"{path}: cannot open for writing ({exc})")
+    if name in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):
+        return unreadable(path, exc)
+    if name.startswith("SQLITE_BUSY"):
+        return StoreError(f"{path}: another process kept the database locked for {BUSY_TIMEOUT}s; try again when it has finished")
+    if name.startswith("SQLITE_IOERR"):
+        return StoreError(f"{path}: input/output error while writing ({exc}); the database is as it was")
+    return exc
+
+
+def unreadable(path: str | os.PathLike[str] | None, exc: sqlite3.Error) -> StoreError:
+    """One line for an SQLite error met while reading a store (a damaged file, usually).
+
+    SQLite's message can quote the damaged text itself ("Could not decode to UTF-8 column ...
+    with text ..."): it is cut short and its control characters are escaped.
+    """
+    from errordb.loader import printable
+
+    text = printable(str(exc))
+    text = text if len(text) <= 160 else text[:160] + "…"
+    if getattr(exc, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or "decode" in str(exc):
+        return StoreError(f"{path or 'the database'}: the database file is damaged ({text}); ingest the records into a new file")
+    return StoreError(f"{path or 'the database'}: cannot be read ({text})")
 
 
 def ensure_schema(db: sqlite_utils.Database) -> None:
@@ -557,22 +652,54 @@ def default_db_path() -> Path:
     if target.exists() and _is_healthy(target):
         return target
     folder.mkdir(parents=True, exist_ok=True)
+    _remove_dead_partials(folder)
     partial = folder / f".{target.name}.{os.getpid()}.partial"
     partial.unlink(missing_ok=True)
     try:
         ingest([records], partial)
+        # The file is replaced by a rename, never written in place, so it needs no WAL; and a
+        # WAL file's -wal and -shm go by name, which a rename under open readers would mix up.
+        conn = sqlite3.connect(partial)
+        try:
+            conn.execute("PRAGMA journal_mode = DELETE")
+        finally:
+            conn.close()
         os.replace(partial, target)
     finally:
-        partial.unlink(missing_ok=True)
+        for leftover in _with_companions(partial):
+            leftover.unlink(missing_ok=True)
     for stale in folder.glob("default-*.db"):
         if stale != target:
             stale.unlink(missing_ok=True)
     return target
 
 
+def _with_companions(path: Path) -> list[Path]:
+    """A database file and the journal files SQLite may keep beside it."""
+    return [path, *(path.with_name(path.name + suffix) for suffix in ("-journal", "-wal", "-shm"))]
+
+
+def _remove_dead_partials(folder: Path) -> None:
+    """Remove embedded defaults left half-built by a process that was killed (kill -9, power)."""
+    for partial in folder.glob(".default-*.partial"):
+        try:
+            pid = int(partial.name.rsplit(".", 2)[-2])
+            os.kill(pid, 0)  # raises if no such process: the build is dead
+        except ProcessLookupError:
+            for leftover in _with_companions(partial):
+                leftover.unlink(missing_ok=True)
+        except (ValueError, OSError):
+            continue  # not ours, or a live process of another user
+
+
 def _is_healthy(path: Path) -> bool:
+    """Whether the embedded default can be used as it is (else it is rebuilt).
+
+    ``quick_check`` reads every page: the default holds the bundled records only, so that is
+    cheap, and a damaged file (a bad disk, a crash of the file system) is rebuilt, not used.
+    """
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        conn = sqlite3.connect(_read_only_uri(path), uri=True)
         try:
             ok = conn.execute("PRAGMA quick_check").fetchone()[0] == "ok"
             return ok and conn.execute("SELECT value FROM meta WHERE key='storeVersion'").fetchone()[0] == STORE_VERSION
@@ -590,6 +717,56 @@ def resolve_db_path(db_path: str | os.PathLike[str] | None = None) -> Path:
     return path
 
 
+def _read_only_uri(path: str | os.PathLike[str], immutable: bool = False) -> str:
+    # as_uri() percent-encodes: a "?" or "#" in a file name must not end the path part.
+    return Path(path).absolute().as_uri() + ("?immutable=1" if immutable else "?mode=ro")
+
+
+def connect_read_only(path: str | os.PathLike[str]) -> sqlite3.Connection:
+    """A connection that only reads the existing database file at ``path``.
+
+    Where the file may be written it is opened read-write with ``PRAGMA query_only`` (nothing
+    can be written through it): a connection that may write is what rolls back the hot journal
+    an ingest killed in a rollback-journal database leaves, and what removes a WAL database's
+    ``-wal`` and ``-shm`` files when it closes last (a ``mode=ro`` connection leaves both behind
+    after every explain). Where it may not, it is opened ``mode=ro``; a WAL database in a
+    read-only folder, whose ``-shm`` cannot be created there, is opened immutable when it has
+    no ``-wal`` file: no process can write it in that folder either (that needs the ``-wal``).
+    """
+    try:
+        conn = sqlite3.connect(Path(path).absolute().as_uri() + "?mode=rw", uri=True, timeout=BUSY_TIMEOUT)
+    except sqlite3.OperationalError:
+        conn = None  # not writable (or not there: the read-only open says which)
+    if conn is not None:
+        try:
+            conn.execute("PRAGMA query_only = ON")
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            name = getattr(exc, "sqlite_errorname", "")
+            if not name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN")):
+                raise
+    conn = sqlite3.connect(_read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        name = getattr(exc, "sqlite_errorname", "")
+        if name == "SQLITE_READONLY_ROLLBACK":
+            raise StoreError(
+                f"{path}: an interrupted ingest left {path}-journal, which only a process that may write "
+                "the file can roll back; run `errordb ingest --db` on it once with write access"
+            ) from None
+        folder_writable = os.access(Path(path).absolute().parent, os.W_OK)
+        if name != "SQLITE_CANTOPEN" or folder_writable or os.path.exists(f"{path}-wal"):
+            raise
+    conn = sqlite3.connect(_read_only_uri(path, immutable=True), uri=True)
+    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    return conn
+
+
 def open_connection(db_path: str | os.PathLike[str] | None = None) -> sqlite3.Connection:
     """A read-only connection to the store: the fast path for explain and show.
 
@@ -597,8 +774,12 @@ def open_connection(db_path: str | os.PathLike[str] | None = None) -> sqlite3.Co
     """
     path = resolve_db_path(db_path)
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        conn = connect_read_only(path)
         row = conn.execute("SELECT value FROM meta WHERE key = 'storeVersion'").fetchone()
+    except sqlite3.OperationalError as exc:
+        if getattr(exc, "sqlite_errorname", "").startswith("SQLITE_BUSY"):
+            raise StoreError(f"{path}: locked by another process for {BUSY_TIMEOUT}s; try again") from None
+        raise StoreError(f"{path}: not an errordb database ({exc})") from None
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path}: not an errordb database ({exc})") from None
     if row is None or row[0] != STORE_VERSION:
@@ -610,7 +791,24 @@ def open_connection(db_path: str | os.PathLike[str] | None = None) -> sqlite3.Co
 def open_db(db_path: str | os.PathLike[str] | None = None) -> sqlite_utils.Database:
     """Open the store at ``db_path``, else ``$ERRORDB_DB``, else the embedded default."""
     path = resolve_db_path(db_path)
-    db = connect(path)
+    try:
+        db = connect(path)
+        try:
+            db.table_names()
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+    except (StoreError, sqlite3.OperationalError):
+        # A file SQLite will not open for writing (a read-only folder or file, a hot journal):
+        # build and export only read, so a read-only connection serves them.
+        import sqlite_utils
+
+        try:
+            db = sqlite_utils.Database(connect_read_only(path))
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{path}: cannot be read as an SQLite database ({exc})") from None
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path}: cannot be read as an SQLite database ({exc})") from None
     try:
         if "meta" not in db.table_names():
             raise StoreError(f"{path}: not an errordb database")

@@ -459,8 +459,10 @@ def test_a_failed_build_leaves_the_previous_site_untouched(db_path, site, tmp_pa
     before = tree_bytes(out)
     broken = tmp_path / "broken.db"
     broken.write_bytes(db_path.read_bytes())
-    with sqlite3.connect(broken) as conn:
+    conn = sqlite3.connect(broken)
+    with conn:
         conn.execute("UPDATE records SET slug = '../../escaped' WHERE id = ?", [KIMI_PP_ERROR])
+    conn.close()  # the store is in WAL mode: an open connection keeps its -wal and -shm files beside it
     from errordb.site_paths import SiteError
 
     with pytest.raises(SiteError, match="escaped"):

@@ -37,9 +37,11 @@ def clean_db(tmp_path_factory) -> Path:
 def hostile_copy(clean_db: Path, folder: Path, **changes) -> Path:
     path = folder / "hostile.db"
     path.write_bytes(clean_db.read_bytes())
-    with sqlite3.connect(path) as conn:
+    conn = sqlite3.connect(path)
+    with conn:
         for sql, params in changes.values():
             conn.execute(sql, params)
+    conn.close()  # the store is in WAL mode: an open connection keeps its -wal and -shm files beside it
     return path
 
 

@@ -1,0 +1,620 @@
+"""Faults: kill -9 at random points, concurrent writers and readers, read-only and full disks,
+damaged databases.
+
+Each kill test runs the real command as a process on a dataset made by bench/generate.py,
+kills it (SIGKILL, the whole process group) after a random delay drawn with a fixed seed over
+the command's own measured run time, and then checks what is left: a database that passes
+``PRAGMA integrity_check`` and holds exactly the old or the new data (record count and
+``meta.contentHash``), or a site / API folder that is byte for byte the old one or the new one.
+``ERRORDB_KILLS`` sets the number of kills per command (default 30).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from helpers import REPO
+from reliability_support import COMPANIONS, assert_one_line_error, db_state, popen, run_cli, run_process, tree_digest
+
+sys.path.insert(0, str(REPO / "bench"))
+from generate import generate  # noqa: E402
+
+from errordb.store import meta, open_connection  # noqa: E402
+
+SEED = 20260901
+KILLS = int(os.environ.get("ERRORDB_KILLS", "30"))
+
+
+def write_jsonl(path: Path, envelopes) -> Path:
+    path.write_text("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in envelopes), encoding="utf-8")
+    return path
+
+
+def changed(envelopes: list[dict]) -> list[dict]:
+    """The dataset's next version: every other record's text edited."""
+    out = json.loads(json.dumps(envelopes))
+    for number, data in enumerate(out):
+        if number % 2 == 0:
+            data["record"]["documentation"] += " (revised)"
+            data["record"]["solutions"].append("Upgrade to the fixed release.")
+    return out
+
+
+def remove_db(path: Path) -> None:
+    for suffix in ("", *COMPANIONS):
+        path.with_name(path.name + suffix).unlink(missing_ok=True)
+
+
+def copy_db(source: Path, target: Path) -> None:
+    remove_db(target)
+    shutil.copy(source, target)
+
+
+def timed(*args: str) -> float:
+    started = time.perf_counter()
+    done = run_process(*args)
+    assert done.returncode == 0, done.stderr
+    return time.perf_counter() - started
+
+
+def kill_after(args: list[str], delay: float) -> bool:
+    """Run errordb ``args``, SIGKILL it after ``delay`` s; True when it was still running."""
+    process = popen(*args, start_new_session=True)
+    try:
+        process.wait(timeout=delay)
+        return False
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # its own group: workers of a pooled build too
+        process.wait()
+        return True
+
+
+def leftovers(folder: Path, name: str) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(f".{name}."))
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("faults")
+    old = list(generate(500))
+    new = changed(old) + list(generate(700))[500:]
+    files = {"old": write_jsonl(folder / "old.jsonl", old), "new": write_jsonl(folder / "new.jsonl", new)}
+    small_old = write_jsonl(folder / "small-old.jsonl", old[:12])
+    small_new = write_jsonl(folder / "small-new.jsonl", changed(old[:12]) + new[500:503])
+    dbs = {}
+    for name, records in (("old", [files["old"]]), ("new", [files["old"], files["new"]]),
+                          ("small-old", [small_old]), ("small-new", [small_old, small_new])):  # fmt: skip
+        dbs[name] = folder / f"{name}.db"
+        for path in records:
+            assert run_process("ingest", path, "--db", dbs[name], "-q").returncode == 0
+    states = {name: db_state(dbs[name])[1:] for name in ("old", "new")}
+    assert states["old"] != states["new"]
+    return {"folder": folder, "files": files, "dbs": dbs, "states": states, "old": old, "sample": old[0]["record"]}
+
+
+# kill -9 ----------------------------------------------------------------------------------------
+
+
+def _kill_ingest_loop(data, work: Path, prepare, kills: int, rng: random.Random) -> Counter:
+    seconds = None
+    outcomes: Counter = Counter()
+    copy_db(data["dbs"]["old"], work)
+    prepare(work)
+    seconds = timed("ingest", data["files"]["new"], "--db", work, "-q")
+    for _ in range(kills):
+        copy_db(data["dbs"]["old"], work)
+        prepare(work)
+        killed = kill_after(["ingest", data["files"]["new"], "--db", work, "-q"], rng.uniform(0, 1.1 * seconds))
+        interrupted = any(work.with_name(work.name + s).exists() for s in COMPANIONS)
+        # A reader first, before anything that writes could recover the file: explain's connection.
+        conn = open_connection(work)
+        try:
+            seen = (meta(conn).get("recordCount"), meta(conn).get("contentHash"))
+        finally:
+            conn.close()
+        check, count, content = db_state(work)
+        assert check == "ok", check
+        state = next((name for name, s in data["states"].items() if s == (count, content)), None)
+        assert state is not None, (count, content)
+        assert seen == (count, content)
+        outcomes[state] += 1
+        outcomes["killed" if killed else "finished"] += 1
+        outcomes["journal or WAL left (killed mid-write)"] += interrupted
+    # After all that, a complete ingest reaches the new data.
+    assert run_process("ingest", data["files"]["new"], "--db", work, "-q").returncode == 0
+    assert db_state(work)[1:] == data["states"]["new"]
+    outcomes["seconds"] = seconds
+    return outcomes
+
+
+def _describe(outcomes: Counter, old: str = "old", new: str = "new") -> str:
+    return (f"{outcomes['killed']} killed while running, {outcomes['finished']} had finished; "
+            f"{outcomes[old]} left the old state, {outcomes[new]} the new one, none anything else")  # fmt: skip
+
+
+def test_kill_9_during_ingest_leaves_the_old_or_the_new_database(data, tmp_path, figures):
+    outcomes = _kill_ingest_loop(data, tmp_path / "work.db", lambda path: None, KILLS, random.Random(SEED))
+    assert outcomes["killed"] >= KILLS // 2, outcomes  # the delays really cut runs short
+    figures.add(
+        "kill -9 during ingest (WAL database)",
+        f"ingest of 700 records (300 updated, 200 added; a full run takes {outcomes['seconds']:.2f} s) into a 500-record "
+        "database, SIGKILL after a random delay in [0, 1.1 x run time], seed "
+        f"{SEED}; then a read-only read, PRAGMA integrity_check, meta compared",
+        KILLS,
+        _describe(outcomes) + f"; integrity_check ok every time; {outcomes['journal or WAL left (killed mid-write)']} "
+        "kills left a -wal file that the next reader used correctly",
+    )
+
+
+def test_kill_9_during_ingest_into_a_rollback_journal_database(data, tmp_path, figures):
+    """A database from before WAL: the kill leaves a hot journal, which explain's read must survive."""
+
+    def to_rollback_journal(path: Path) -> None:
+        conn = sqlite3.connect(path)
+        conn.execute("PRAGMA journal_mode = DELETE")
+        conn.close()
+
+    kills = max(5, KILLS // 3)
+    outcomes = _kill_ingest_loop(data, tmp_path / "legacy.db", to_rollback_journal, kills, random.Random(SEED + 1))
+    figures.add(
+        "kill -9 during ingest (rollback-journal database)",
+        "as above, into a database in the rollback journal (as errordb made them before WAL)",
+        kills,
+        _describe(outcomes) + f"; {outcomes['journal or WAL left (killed mid-write)']} kills left a hot journal, "
+        "rolled back by the next reader (explain), which then read the old data",
+    )
+
+
+def _kill_folder_loop(args_for, out: Path, states: dict[str, str], rng: random.Random, kills: int,
+                      restore=lambda: None, check=lambda outcomes: None) -> Counter:  # fmt: skip
+    """Kill a command writing ``out``, each time starting from the old folder."""
+    pristine = out.with_name(out.name + "-pristine-old")
+    shutil.copytree(out, pristine, copy_function=shutil.copy)
+    seconds = timed(*args_for(0))
+    outcomes: Counter = Counter(seconds=seconds)
+    for number in range(kills):
+        shutil.rmtree(out)
+        shutil.copytree(pristine, out, copy_function=shutil.copy)
+        restore()
+        killed = kill_after(args_for(number), rng.uniform(0, 1.1 * seconds))
+        check(outcomes)
+        digest = tree_digest(out)
+        state = next((name for name, value in states.items() if value == digest), None)
+        assert state is not None, f"{out} is neither the old nor the new folder after kill {number}"
+        outcomes[state] += 1
+        outcomes["killed" if killed else "finished"] += 1
+        outcomes["staging folders left"] += len(leftovers(out.parent, out.name))
+    # The next complete run removes what the killed ones left beside the target.
+    assert run_process(*args_for(0)).returncode == 0 and tree_digest(out) == states["new"]
+    assert leftovers(out.parent, out.name) == [], leftovers(out.parent, out.name)
+    shutil.rmtree(pristine)
+    return outcomes
+
+
+def test_kill_9_during_build_leaves_the_old_or_the_new_site(data, tmp_path, figures):
+    site = tmp_path / "site"
+    states = {}
+    for name in ("new", "old"):  # old last: it is the folder each kill starts from
+        assert run_process("build", "--db", data["dbs"][f"small-{name}"], "--out", site, "-q").returncode == 0
+        states[name] = tree_digest(site)
+
+    def args(number: int) -> list[str]:
+        # Every other run --incremental: it hard-links unchanged pages from the old site.
+        return ["build", "--db", data["dbs"]["small-new"], "--out", site, "-q", *(["--incremental"] if number % 2 else [])]
+
+    outcomes = _kill_folder_loop(args, site, states, random.Random(SEED + 2), KILLS)
+    assert outcomes["killed"] >= KILLS // 2, outcomes
+    figures.add(
+        "kill -9 during build",
+        f"`errordb build` of 15 records over the site of 12 (a run takes {outcomes['seconds']:.2f} s), every other run "
+        "--incremental, SIGKILL after a random delay in [0, 1.1 x run time]; the folder's files hashed",
+        KILLS,
+        _describe(outcomes) + f"; {outcomes['staging folders left']} .site.new-* folders were left beside it by kills, "
+        "all removed by the next run",
+    )
+
+
+def test_kill_9_during_export_leaves_the_old_or_the_new_api_and_release(data, tmp_path, figures):
+    api, release = tmp_path / "api", tmp_path / "dist" / "errordb.db"
+    states, releases = {}, {}
+    for name in ("new", "old"):
+        assert run_process("export", "--db", data["dbs"][name], "--out", api, "--sqlite", release, "-q").returncode == 0
+        states[name], releases[name] = tree_digest(api), release.read_bytes()
+
+    def restore() -> None:
+        release.write_bytes(releases["old"])
+
+    def check(outcomes: Counter) -> None:
+        current = release.read_bytes()
+        assert current in (releases["old"], releases["new"]), "the --sqlite release is neither old nor new"
+        outcomes["release " + ("old" if current == releases["old"] else "new")] += 1
+        outcomes["partial release files left"] += sum(p.name.endswith(".partial") for p in release.parent.iterdir())
+
+    args = lambda number: ["export", "--db", data["dbs"]["new"], "--out", api, "--sqlite", release, "-q"]  # noqa: E731
+    outcomes = _kill_folder_loop(args, api, states, random.Random(SEED + 3), KILLS, restore, check)
+    assert outcomes["killed"] >= KILLS // 2, outcomes
+    assert sorted(p.name for p in release.parent.iterdir()) == ["errordb.db", "errordb.metadata.json"]  # partials removed
+    figures.add(
+        "kill -9 during export",
+        f"`errordb export --sqlite` of 700 records over the export of 500 (a run takes {outcomes['seconds']:.2f} s), "
+        "SIGKILL after a random delay in [0, 1.1 x run time]; the API folder hashed, the release file compared",
+        KILLS,
+        _describe(outcomes) + f"; {outcomes['staging folders left']} .api.new-* folders left by kills, removed by the "
+        f"next run; release file old {outcomes['release old']} times, new {outcomes['release new']} times, never "
+        f"anything else ({outcomes['partial release files left']} .partial files left by kills, removed by the next run)",
+    )
+
+
+# Two writers, a reader during a writer -------------------------------------------------------------
+
+
+def test_two_ingests_at_once_both_succeed(data, tmp_path, figures):
+    runs = 5
+    extra = list(generate(1400))[700:]
+    first = write_jsonl(tmp_path / "a.jsonl", extra[:350])
+    second = write_jsonl(tmp_path / "b.jsonl", extra[350:])
+    work = tmp_path / "work.db"
+    waits = []
+    for _ in range(runs):
+        copy_db(data["dbs"]["new"], work)
+        processes = [popen("ingest", path, "--db", work, "-q") for path in (first, second)]
+        started = time.perf_counter()
+        errors = [p.communicate(timeout=120)[1].decode() for p in processes]
+        waits.append(time.perf_counter() - started)
+        assert [p.returncode for p in processes] == [0, 0], errors
+        check, count, _ = db_state(work)
+        assert check == "ok" and int(count) == 700 + 700
+    figures.add(
+        "Two ingests at once",
+        "two processes ingest 350 new records each into the same 700-record database, started together",
+        runs,
+        f"both exited 0 every time (the second waits for the first's write lock); integrity ok, all 1,400 records "
+        f"there; both done in {min(waits):.2f}-{max(waits):.2f} s",
+    )
+
+
+def test_explain_during_an_ingest_reads_the_old_data_without_waiting(data, tmp_path, figures):
+    from errordb.explanation import explain
+
+    work = tmp_path / "work.db"
+    copy_db(data["dbs"]["old"], work)
+    # The old records revised, and 2,500 more: the sample's message is the same before and after.
+    big = write_jsonl(tmp_path / "big.jsonl", changed(data["old"]) + list(generate(3000))[500:])
+    sample = data["sample"]
+    question = f"{sample['errorClass']}: {sample['errorMessage'].replace('{value}', '42')}"
+    process = popen("ingest", big, "--db", work, "-q")
+    latencies, during = [], 0
+    time.sleep(0.5)  # past start-up: the ingest is writing
+    while process.poll() is None:
+        started = time.perf_counter()
+        conn = open_connection(work)
+        try:
+            result = explain(question, conn)
+        finally:
+            conn.close()
+        latencies.append(time.perf_counter() - started)
+        if process.poll() is None:
+            during += 1
+            assert result.matches and result.matches[0][0].id == sample["id"]
+        time.sleep(0.05)
+    assert process.wait() == 0, process.stderr.read()
+    assert during >= 3, (during, latencies)
+    assert max(latencies) < 5, latencies  # never waited for the ingest's commit
+    figures.add(
+        "explain during an ingest",
+        "explain (library call, a fresh read-only connection each time) in a loop while one process ingests 3,000 records "
+        "into the same WAL database",
+        during,
+        f"every explain answered from the data committed so far while the ingest ran; slowest {max(latencies):.2f} s, "
+        f"median {sorted(latencies)[len(latencies) // 2]:.3f} s",
+    )
+
+
+# Read-only and full disks -------------------------------------------------------------------------
+
+
+def _mount(*args: str) -> bool:
+    done = subprocess.run(["mount", *args], capture_output=True, text=True)
+    return done.returncode == 0
+
+
+@pytest.fixture
+def read_only_folder(tmp_path):
+    """A folder writes fail in: a read-only bind mount (as root), else chmod 555."""
+    source, view = tmp_path / "source", tmp_path / "readonly"
+    source.mkdir()
+    view.mkdir()
+    state = {"source": source, "view": view, "mounted": False}
+
+    def seal():
+        if os.geteuid() == 0:
+            if not (_mount("--bind", str(source), str(view)) and _mount("-o", "remount,bind,ro", str(view))):
+                subprocess.run(["umount", str(view)], capture_output=True)
+                pytest.skip("root, and no read-only bind mount possible here: permissions would not stop writes")
+            state["mounted"] = True
+        else:
+            view.rmdir()
+            source.rename(view)
+            view.chmod(0o555)
+        return view
+
+    state["seal"] = seal
+    yield state
+    if state["mounted"]:
+        subprocess.run(["umount", str(view)], capture_output=True)
+    elif view.exists():
+        view.chmod(0o755)
+
+
+def test_a_read_only_folder_gives_one_line_and_reading_still_works(data, read_only_folder, tmp_path, figures):
+    source = read_only_folder["source"]
+    shutil.copy(data["dbs"]["small-old"], source / "wal.db")
+    shutil.copy(data["dbs"]["small-old"], source / "rollback.db")
+    conn = sqlite3.connect(source / "rollback.db")
+    conn.execute("PRAGMA journal_mode = DELETE")
+    conn.close()
+    assert run_process("build", "--db", data["dbs"]["small-old"], "--out", source / "site", "-q").returncode == 0
+    view = read_only_folder["seal"]()
+    before = {p.name: p.read_bytes() for p in view.iterdir() if p.is_file()}
+    site_before = tree_digest(view / "site")
+    sample = data["sample"]
+    checked = 0
+    for name in ("wal.db", "rollback.db"):
+        db = view / name
+        ingest = run_process("ingest", data["files"]["new"], "--db", db)
+        assert_one_line_error(ingest.stderr, ingest.returncode, str(db), "read-only")
+        for args in (["explain", f"{sample['errorClass']}: {sample['errorMessage']}"], ["show", sample["id"]], ["stats"]):
+            done = run_process(*args, "--db", db)
+            assert done.returncode == 0, (name, args, done.stderr)
+        export = run_process("export", "--db", db, "--out", tmp_path / f"api-{name}", "-q")
+        assert export.returncode == 0, export.stderr  # build and export only read the database
+        checked += 1
+    build = run_process("build", "--db", data["dbs"]["small-new"], "--out", view / "site", "-q")
+    assert_one_line_error(build.stderr, build.returncode, str(view), "Read-only file system" if read_only_folder["mounted"] else "Permission denied")
+    export = run_process("export", "--db", data["dbs"]["small-new"], "--out", view / "api", "-q")
+    assert_one_line_error(export.stderr, export.returncode, str(view))
+    assert {p.name: p.read_bytes() for p in view.iterdir() if p.is_file()} == before
+    assert tree_digest(view / "site") == site_before
+    figures.add(
+        "Read-only folder",
+        "a WAL and a rollback-journal database and a site in a read-only "
+        + ("bind mount" if read_only_folder["mounted"] else "folder (chmod 555)")
+        + ": ingest into them; explain, show, stats and export from them; build and export into the folder",
+        checked * 5 + 2,
+        "ingest, build and export into it: exit 2, one line naming the file and 'read-only'; explain, show, stats "
+        "and export read both databases; nothing in the folder changed",
+    )
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 2 MB tmpfs (root only); skipped where it cannot be mounted (the ENOSPC test below simulates)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0 or not _mount("-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)):
+        pytest.skip("no tmpfs mount here (needs root); test_a_full_disk_simulated covers ENOSPC")
+    yield disk
+    subprocess.run(["umount", str(disk)], capture_output=True)
+
+
+def test_a_full_disk_gives_one_line_and_changes_nothing(data, tiny_disk, figures):
+    db = tiny_disk / "errordb.db"
+    shutil.copy(data["dbs"]["small-old"], db)
+    before = db_state(db)
+    files_before = sorted(p.name for p in tiny_disk.iterdir())
+    ingest = run_process("ingest", data["files"]["new"], "--db", db)  # 700 records need ~4 MB
+    assert_one_line_error(ingest.stderr, ingest.returncode, str(db), "disk is full")
+    assert db_state(db) == before and sorted(p.name for p in tiny_disk.iterdir()) == files_before
+    new_db = tiny_disk / "new.db"
+    fresh = run_process("ingest", data["files"]["new"], "--db", new_db)
+    assert_one_line_error(fresh.stderr, fresh.returncode, str(new_db), "disk is full")
+    assert not new_db.exists()
+    site = tiny_disk / "site"
+    assert run_process("build", "--db", data["dbs"]["small-old"], "--out", site, "-q").returncode in (0, 2)
+    if not site.exists():
+        pytest.skip("not even the small site fits this tmpfs")
+    site_before = tree_digest(site)
+    build = run_process("build", "--db", data["dbs"]["new"], "--out", site, "-q")
+    assert_one_line_error(build.stderr, build.returncode, "No space left on device")
+    export = run_process("export", "--db", data["dbs"]["new"], "--out", tiny_disk / "api", "-q")
+    assert_one_line_error(export.stderr, export.returncode, "No space left on device")
+    assert tree_digest(site) == site_before and not (tiny_disk / "api").exists()
+    assert leftovers(tiny_disk, "site") == [] and leftovers(tiny_disk, "api") == []
+    figures.add(
+        "Full disk",
+        "a 2 MB tmpfs: ingest of 700 records into a database there and into a new one; build and export of 700 records "
+        "over a small site there",
+        4,
+        "exit 2, one line ('the disk is full; nothing was written', or 'No space left on device' naming the file); "
+        "database content unchanged, no new database left, site unchanged, no staging folder left",
+    )
+
+
+def test_a_full_disk_simulated(data, tmp_path, monkeypatch):
+    """Where no tmpfs can be mounted: SQLite's own full-disk error (max_page_count) and ENOSPC on write."""
+    import errordb.store as store
+
+    # ingest opens its database through store.connect: that connection gets a page limit.
+    db = tmp_path / "errordb.db"
+    shutil.copy(data["dbs"]["small-old"], db)
+    before = db_state(db)
+    real_connect = store.connect
+
+    def full_connect(path):
+        database = real_connect(path)
+        pages = database.execute("PRAGMA page_count").fetchone()[0]
+        database.execute(f"PRAGMA max_page_count = {pages + 5}")  # SQLITE_FULL a few pages on
+        return database
+
+    monkeypatch.setattr(store, "connect", full_connect)
+    result = run_cli("ingest", data["files"]["new"], "--db", db)
+    assert_one_line_error(result.stderr, result.exit_code, str(db), "disk is full")
+    assert db_state(db) == before
+    monkeypatch.undo()
+
+    site = tmp_path / "site"
+    assert run_cli("build", "--db", data["dbs"]["small-old"], "--out", site, "-q").exit_code == 0
+    site_before = tree_digest(site)
+
+    def no_space(*args, **kwargs):
+        raise OSError(28, "No space left on device", str(site))
+
+    monkeypatch.setattr("errordb.export_output.OutputTree.write_bytes", no_space)
+    result = run_cli("build", "--db", data["dbs"]["small-new"], "--out", site, "-q")
+    assert_one_line_error(result.stderr, result.exit_code, "No space left on device")
+    assert tree_digest(site) == site_before and leftovers(tmp_path, "site") == []
+
+
+# Damaged databases --------------------------------------------------------------------------------
+
+
+def _damage(path: Path, how: str, rng: random.Random) -> None:
+    raw = bytearray(path.read_bytes())
+    page = 4096
+    if how == "truncated":
+        del raw[len(raw) // 2 :]
+    elif how == "zeroed pages":
+        for number in rng.sample(range(2, len(raw) // page), 3):
+            raw[number * page : (number + 1) * page] = bytes(page)
+    elif how == "random bytes":
+        for _ in range(64):
+            at = rng.randrange(100, len(raw))
+            raw[at] = rng.randrange(256)
+    elif how == "bad header":
+        raw[16:24] = b"\xff" * 8
+    path.write_bytes(bytes(raw))
+
+
+DAMAGE = ["truncated", "zeroed pages", "random bytes", "bad header"]
+
+
+def test_a_damaged_database_given_with_db_is_a_clear_one_line_error(data, tmp_path, figures):
+    rng = random.Random(SEED + 4)
+    sample = data["sample"]
+    commands = {
+        "explain": ["explain", f"{sample['errorClass']}: {sample['errorMessage']}"],
+        "show": ["show", sample["id"]],
+        "stats": ["stats"],
+        "list": ["list"],
+        "export": ["export", "--out", str(tmp_path / "api"), "-q"],
+        "build": ["build", "--out", str(tmp_path / "site"), "-q"],
+        "ingest": ["ingest", str(data["files"]["new"]), "-q"],
+    }
+    tally: Counter = Counter()
+    for how in DAMAGE:
+        for name, args in commands.items():
+            db = tmp_path / "damaged.db"
+            copy_db(data["dbs"]["old"], db)
+            _damage(db, how, rng)
+            done = run_cli(*args, "--db", db)  # in this process: 28 runs
+            # Either the damage is not on the pages this command reads (it works), or one line says so.
+            if done.exit_code in (0, 1) and "errordb:" not in done.stderr:
+                tally["worked (damage not on the pages read)"] += 1
+                continue
+            assert_one_line_error(done.stderr, done.exit_code, str(db))
+            tally["one-line error"] += 1
+    assert tally["one-line error"] >= len(commands) * 2, tally
+    figures.add(
+        "Damaged database given with --db",
+        f"{len(DAMAGE)} kinds of damage ({', '.join(DAMAGE)}) to a 500-record database, then each of "
+        f"{', '.join(commands)}",
+        len(DAMAGE) * len(commands),
+        f"{tally['one-line error']} stopped with exit 2 and one line naming the file; "
+        f"{tally['worked (damage not on the pages read)']} worked (the damage was on pages they do not read); "
+        "no traceback, no internal error, no hang",
+    )
+
+
+def test_a_damaged_embedded_default_is_rebuilt(tmp_path, monkeypatch, figures):
+    from errordb import store
+
+    monkeypatch.setenv("ERRORDB_CACHE", str(tmp_path / "cache"))
+    path = store.default_db_path()
+    good = meta(store.open_connection(path))
+    rng = random.Random(SEED + 5)
+    rebuilt = 0
+    for how in DAMAGE:
+        _damage(path, how, rng)
+        assert not store._is_healthy(path), how
+        done = run_process("stats", env={**os.environ, "ERRORDB_CACHE": str(tmp_path / "cache")})
+        assert done.returncode == 0, (how, done.stderr)
+        assert store._is_healthy(path) and meta(store.open_connection(path)) == good
+        rebuilt += 1
+    # A default left half-built by a killed process is cleaned up by the next build.
+    dead = tmp_path / "cache" / f".{path.name}.999999999.partial"
+    dead.write_bytes(b"half")
+    Path(str(dead) + "-journal").write_bytes(b"half")
+    _damage(path, "bad header", rng)
+    store.default_db_path()
+    assert not dead.exists() and not Path(str(dead) + "-journal").exists()
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [path.name]
+    with open(path, "rb") as handle:
+        assert handle.read(20)[18:20] == b"\x01\x01"  # rollback journal: it is replaced by rename, never written
+    figures.add(
+        "Damaged embedded default",
+        f"the cached default database damaged {len(DAMAGE)} ways ({', '.join(DAMAGE)}), then `errordb stats`; a "
+        "half-built default of a dead process beside it",
+        rebuilt + 1,
+        "quick_check found every damage; the default was rebuilt each time and gave the same data; the dead partial was removed",
+    )
+
+
+def _invalid_utf8_copy(source: Path, target: Path, record_id: str) -> Path:
+    copy_db(source, target)
+    conn = sqlite3.connect(target)
+    with conn:
+        conn.execute("UPDATE records SET documentation = CAST(x'41ff0a1b5b324a42' AS TEXT) WHERE id = ?", [record_id])
+    conn.close()
+    return target
+
+
+@pytest.mark.parametrize("command", ["export", "build"])
+def test_damaged_text_in_the_database_is_one_line_without_the_text(data, tmp_path, command):
+    db = _invalid_utf8_copy(data["dbs"]["small-old"], tmp_path / "damaged.db", data["sample"]["id"])
+    done = run_process(command, "--db", db, "--out", tmp_path / "out", "-q")
+    line = assert_one_line_error(done.stderr, done.returncode, str(db), "damaged")
+    assert "\x1b" not in line and not (tmp_path / "out").exists()
+
+
+@pytest.mark.xfail(strict=True, reason="errordb/cli.py prints SQLite's message as it is, and SQLite quotes the "
+                                       "undecodable text (newlines, escapes): the CLI's sqlite3.Error branch should make it one line")
+def test_show_of_damaged_text_is_one_line(data, tmp_path):
+    db = _invalid_utf8_copy(data["dbs"]["small-old"], tmp_path / "damaged.db", data["sample"]["id"])
+    done = run_process("show", data["sample"]["id"], "--db", db)
+    assert_one_line_error(done.stderr, done.returncode, str(db))
+
+
+def test_a_swap_cut_between_its_two_renames_is_put_back_by_the_next_run(tmp_path, monkeypatch):
+    """Where renameat2(RENAME_EXCHANGE) is missing the swap is two renames; a kill between them
+    leaves no target and the old folder at .<name>.old-<pid>-*: the next run restores it first."""
+    from errordb import atomic
+
+    target = tmp_path / "site"
+    stranded = tmp_path / ".site.old-999999999-abcd"  # no process has that pid
+    stranded.mkdir()
+    (stranded / "index.html").write_text("old", encoding="utf-8")
+    (tmp_path / ".site.new-999999999-efgh").mkdir()  # the killed run's half-written folder
+    monkeypatch.setattr(atomic, "_exchange", lambda a, b: False)
+
+    class Fails(Exception):
+        pass
+
+    with pytest.raises(Fails), atomic.replaced_dir(target) as staging:
+        (staging / "index.html").write_text("half", encoding="utf-8")
+        raise Fails
+    assert (target / "index.html").read_text(encoding="utf-8") == "old"  # put back, then left as it was
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]
+    with atomic.replaced_dir(target) as staging:
+        (staging / "index.html").write_text("new", encoding="utf-8")
+    assert (target / "index.html").read_text(encoding="utf-8") == "new" and sorted(os.listdir(tmp_path)) == ["site"]
