@@ -28,7 +28,7 @@ def site_urls(record: dict[str, Any]) -> tuple[str, str]:
     """The record's page and JSON URLs under ``$ERRORDB_SITE_URL`` (default: site-relative paths)."""
     base = os.environ.get("ERRORDB_SITE_URL", "/")
     base = base if base.endswith("/") else base + "/"
-    return f"{base}errors/{record['slug']}/", f"{base}api/errors/{record['id']}.json"
+    return f"{base}errors/{clean(record['slug'])}/", f"{base}api/errors/{record['id']}.json"
 
 
 class Style:
@@ -173,7 +173,7 @@ def render_terminal(explanation: Any, db: Any, color: bool = False, width: int |
             blocks.append(style.yellow(f"  Equally likely: {len(best)} records. ") + _para(finding.tell_apart or "", width, "  ").lstrip())
         for rank_number, match in enumerate(finding.matches[:5], start=1):
             record = match.record
-            label = f"  {rank_number}. {record['slug']}  score {match.score:g}"
+            label = f"  {rank_number}. {clean(record['slug'])}  score {match.score:g}"
             if match not in best and match.evidence[0].kind == "message-full":
                 label += f"  (same message, raised elsewhere: {clean(record['filePath'])}:{record['lineNumber']})"
             blocks.append(style.green(label) if match in best else label)
@@ -188,7 +188,7 @@ def render_terminal(explanation: Any, db: Any, color: bool = False, width: int |
             blocks.append(render_record(record, color, width, reproduction_text(match.id)))
     if explanation.similar:
         blocks.append(style.cyan("Similar, not the same:"))
-        blocks.extend(f"  - {s['slug']}: {clean(s['errorMessage'])}" for s in explanation.similar)
+        blocks.extend(f"  - {clean(s['slug'])}: {clean(s['errorMessage'])}" for s in explanation.similar)
     return "\n\n".join(blocks)
 
 

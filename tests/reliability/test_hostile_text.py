@@ -243,8 +243,6 @@ def test_the_site_scripts_never_parse_record_text_as_html():
             assert "encodeURIComponent" in link, (script.name, link)  # slugs go into URLs encoded
 
 
-@pytest.mark.xfail(strict=True, reason="render_terminal prints record['slug'] and similar slugs without clean(); "
-                                       "render.py's owner should pass them through clean() (only a hand-edited database can hold such a slug)")
 def test_a_hand_edited_slug_with_escapes_does_not_reach_the_terminal(db, tmp_path):
     path = tmp_path / "slug.db"
     shutil.copy(db, path)
