@@ -2,7 +2,7 @@
 
     python bench/parse_speed.py                      # 10 MB corpora
     python bench/parse_speed.py --mb 50 --repeats 1
-    git show HEAD:errordb/parse.py > /tmp/parse_old.py
+    git show da7c771:errordb/parse.py > /tmp/parse_old.py   # the parser before the fast path
     python bench/parse_speed.py --compare /tmp/parse_old.py   # adds the old parser's figures
 
 Two deterministic corpora are written to a temporary folder:
