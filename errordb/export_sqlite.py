@@ -25,9 +25,13 @@ from errordb.export_output import ExportError, dump_pretty
 TITLE = "errordb"
 DESCRIPTION = (
     "Analysed Python errors: where each one is raised, what it means, how to fix it. "
-    "One row of `records` per error; solutions, prevention tips and tags are their own tables."
+    "One row of `records` per error; solutions, prevention tips and tags are their own tables. "
+    "The source windows (`sourceCode`) quote the analysed repositories and stay under those "
+    "repositories' own licences (each record's `repo` and `githubUrl` name its origin)."
 )
-#: The licence errordb (code and bundled records) is published under; see pyproject.toml.
+#: The licence of errordb's code and of the records' own text; the quoted source windows keep
+#: their repositories' licences (sglang's, for the bundled records, is Apache-2.0), which the
+#: description says, because one licence field cannot hold both.
 LICENSE = "MIT"
 LICENSE_URL = "https://opensource.org/license/mit"
 SOURCE = "errordb records (records/<owner>/<repo>/<id>.json), schemaVersion 2"
@@ -86,7 +90,8 @@ RECORD_COLUMNS = {
     "severity": "critical, error, warning or info.",
     "filePath": "File inside the repository that raises it.",
     "lineNumber": "Line of the raise in filePath.",
-    "sourceCode": "The source window around the raise (sourceCodeStart..sourceCodeEnd).",
+    "sourceCode": "The source window around the raise (sourceCodeStart..sourceCodeEnd), quoted from "
+    "the analysed repository under its own licence.",
     "sourceCodeStart": "First line of sourceCode in filePath.",
     "sourceCodeEnd": "Last line of sourceCode in filePath.",
     "githubUrl": "The source window on GitHub, pinned to analyzedSha.",

@@ -176,6 +176,8 @@ def test_datasette_browses_solutions_and_tags(datasette):
 def test_datasette_shows_the_metadata(datasette):
     metadata = get_json(datasette, "/-/metadata.json")
     assert metadata["title"] == "errordb" and metadata["license"] == "MIT"
+    # MIT covers errordb's own text; the quoted source keeps its repository's licence, and says so.
+    assert "under those repositories' own licences" in metadata["description"]
     assert metadata["databases"]["errordb"]["tables"]["records"]["columns"]["slug"].startswith("URL name")
     # The table page shows the table's description, the column descriptions and the licence.
     with urllib.request.urlopen(f"{datasette}/errordb/records", timeout=10) as response:
