@@ -6,13 +6,16 @@
 Each tree is harvested ``--repeat`` times into a fresh temporary records tree and the fastest
 run is reported (a cold first run pays for imports and the file cache). The time includes
 everything a run does: walking, two parses of each file, reading messages, building,
-validating and checking every draft, and writing the files. Prints a Markdown table.
+validating and checking every draft, and writing the files. Prints two Markdown tables (speed;
+what was harvested and why the other raises were not, by reason) and the peak memory of the
+process (resident set size, for all the runs together).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import resource
 import sys
 import tempfile
 import time
@@ -22,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from errordb.harvest import harvest  # noqa: E402
-from errordb.harvest_scan import python_files  # noqa: E402
+from errordb.harvest_scan import REASONS, python_files  # noqa: E402
 
 #: The libraries of the proof (tests/test_harvest_real.py): repository and source folder in it.
 LIBRARIES = {
@@ -64,7 +67,8 @@ def measure(name: str, path: Path, repo: str, prefix: str, repeat: int) -> dict:
     return {
         "name": name, "files": report.files, "lines": lines, "raises": report.raises,
         "records": report.records, "helpers": report.via_helpers, "unreadable": len(report.skips),
-        "seconds": seconds,
+        "seconds": seconds, "reraises": report.reraises, "unparsable": len(report.unparsable),
+        **{reason: report.reasons.get(reason, 0) for reason in REASONS if reason != "unparsable"},
     }  # fmt: skip
 
 
@@ -78,7 +82,7 @@ def main() -> None:
     else:
         jobs = [(module, *installed(module)) for module in LIBRARIES]
     rows = [measure(name, path, repo, prefix, options.repeat) for name, path, repo, prefix in jobs]
-    total = {key: sum(r[key] for r in rows) for key in ("files", "lines", "raises", "records", "helpers", "unreadable", "seconds")}
+    total = {key: sum(r[key] for r in rows) for key in rows[0] if key != "name"}
     print("| tree | files | lines | raises | records (via helpers) | unreadable | s | files/s | lines/s |")
     print("|---|---|---|---|---|---|---|---|---|")
     for row in [*rows, {"name": "**total**", **total}]:
@@ -87,6 +91,17 @@ def main() -> None:
             f"{row['records']:,} ({row['helpers']}) | {row['unreadable']:,} | {row['seconds']:.2f} | "
             f"{row['files'] / row['seconds']:,.0f} | {row['lines'] / row['seconds']:,.0f} |"
         )
+    # Why the raises without a record have none (reasons that occur anywhere), and the rest.
+    reasons = [reason for reason in REASONS if reason != "unparsable" and total[reason]]
+    print()
+    print("| tree | raises | records (via helpers) | " + " | ".join(reasons) + " | re-raises | unparsable files |")
+    print("|---" * (len(reasons) + 5) + "|")
+    for row in [*rows, {"name": "**total**", **total}]:
+        counts = " | ".join(f"{row[reason]:,}" for reason in reasons)
+        print(f"| {row['name']} | {row['raises']:,} | {row['records']:,} ({row['helpers']}) | {counts} | "
+              f"{row['reraises']:,} | {row['unparsable']:,} |")  # fmt: skip
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    print(f"\npeak memory (resident): {peak:,.0f} MB; Python {sys.version.split()[0]}")
 
 
 if __name__ == "__main__":

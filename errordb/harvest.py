@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from errordb.conventions import github_url, slug_base, slug_with_suffix
 from errordb.errors import RecordError
-from errordb.harvest_scan import REASONS, HarvestError, Site, Skip, scan_tree
+from errordb.harvest_scan import REASONS, HarvestError, ProgressCallback, Site, Skip, scan_tree
 
 if TYPE_CHECKING:
     from errordb.schema import Envelope
@@ -94,7 +94,7 @@ class HarvestReport:
             parts.append(f"{len(self.stale)} vanished but reviewed, kept")
         if self.slugs_changed:
             parts.append(f"{self.slugs_changed} other records' slugs updated")
-        return "; ".join(parts) + f"; {self.seconds:.2f}s ({self.files_per_second:.0f} files/s)"
+        return "; ".join(parts) + f" in {self.seconds:.2f}s ({self.files_per_second:.0f} files/s)"
 
     def listing(self) -> str:
         """Every file that did not parse and every unreadable raise, one per line."""
@@ -248,6 +248,7 @@ def harvest(
     prune: bool = False,
     analyzed_at: str | None = None,
     dataset_version: str | None = None,
+    progress: ProgressCallback | None = None,
 ) -> HarvestReport:
     """Harvest draft records from the Python files under ``path`` into the records tree ``out``.
 
@@ -257,6 +258,12 @@ def harvest(
     deleted. Other records whose slug must gain or lose its id suffix because of the new
     records are rewritten with that slug. Raises :class:`HarvestError` (and writes nothing)
     when the options or the ``out`` tree are unusable.
+
+    ``progress``, if given, is called as ``progress(stage, done, total)`` while the run goes
+    through its stages, in order: ``"classes"`` and ``"raises"`` (the two passes over the
+    files, counted in files), ``"checking"`` (drafts built, validated and checked) and
+    ``"writing"`` (files written or deleted). Each stage starts with ``done`` 0 and ends with
+    ``done == total``.
     """
     started = time.perf_counter()
     root = Path(path)
@@ -271,17 +278,22 @@ def harvest(
     if root.is_file() and root.suffix != ".py":
         raise HarvestError(f"{root}: not a Python file")
 
+    step = progress or (lambda stage, done, total: None)
     report = HarvestReport()
-    scanned, report.unparsable = scan_tree(root, prefix)
+    scanned, report.unparsable = scan_tree(root, prefix, step)
     report.files = len(scanned) + len(report.unparsable)
     drafts: dict[str, dict[str, Any]] = {}
     checked: dict[str, Envelope] = {}  # the drafts, validated and checked (slug: the base)
+    sites, done = sum(len(file.sites) for file in scanned), 0
+    step("checking", 0, sites)
     for file in scanned:
         report.raises += file.raises
         report.reraises += file.reraises
         report.via_helpers += sum(1 for site in file.sites if site.via)
         report.skips.extend(file.skips)
         for site in file.sites:
+            done += 1
+            step("checking", done, sites)
             record = draft_record(site, file.lines, repo=repo, sha=sha, analyzed_at=analyzed_at)
             envelope, problem = _check_draft(record, dataset_version)
             if record["id"] in drafts:  # cannot happen with distinct identities; never overwrite
@@ -357,7 +369,7 @@ def harvest(
         writes[target] = text
 
     previous = {item.path: item.raw for item in existing.values() if item.path in writes}
-    _commit(writes, deletes, previous)
+    _commit(writes, deletes, previous, lambda done, total: step("writing", done, total))
     report.seconds = time.perf_counter() - started
     return report
 
@@ -463,7 +475,7 @@ def _assign_slugs(final: dict[str, dict[str, Any]], ours: set[str]) -> None:
             raise HarvestError(f"records {other} and {rid} would share the slug {record['slug']!r}")
 
 
-def _commit(writes: dict[Path, str], deletes: list[Path], previous: dict[Path, bytes]) -> None:
+def _commit(writes: dict[Path, str], deletes: list[Path], previous: dict[Path, bytes], progress=None) -> None:
     """Write and delete files all or nothing, as far as a file system allows.
 
     Every new file is first written beside its target under a temporary name (starting with
@@ -471,9 +483,12 @@ def _commit(writes: dict[Path, str], deletes: list[Path], previous: dict[Path, b
     delete is renamed aside. Any failure undoes what was done: renamed files get their
     ``previous`` bytes back (or are removed if they are new), files set aside return, and
     temporary files are removed. Each rename replaces one file whole, so a reader never sees
-    a half-written record.
+    a half-written record. ``progress(done, total)`` counts the files written and deleted.
     """
     pid = os.getpid()
+    total, done = len(writes) + len(deletes), 0
+    progress = progress or (lambda done, total: None)
+    progress(0, total)
     staged: list[tuple[Path, Path]] = []
     replaced: list[Path] = []
     aside: list[tuple[Path, Path]] = []
@@ -484,6 +499,8 @@ def _commit(writes: dict[Path, str], deletes: list[Path], previous: dict[Path, b
             staged.append((temporary, target))
             with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
                 handle.write(text)
+            done += 1
+            progress(done, total)
         for temporary, target in staged:
             os.replace(temporary, target)
             replaced.append(target)
@@ -491,6 +508,8 @@ def _commit(writes: dict[Path, str], deletes: list[Path], previous: dict[Path, b
             hidden = path.with_name(f".{path.name}.{pid}.del")
             os.replace(path, hidden)
             aside.append((hidden, path))
+            done += 1
+            progress(done, total)
     except BaseException:
         for hidden, path in reversed(aside):
             os.replace(hidden, path)

@@ -23,7 +23,7 @@ import os
 import re
 import tokenize
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
@@ -743,7 +743,13 @@ def _parse(file: Path, path: str) -> tuple[str, ast.Module] | Skip:
 _CALLED_NAME = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 
 
-def scan_tree(root: Path, prefix: str = "") -> tuple[list[ScannedFile], list[Skip]]:
+#: ``progress(stage, done, total)``: how far a stage of a harvest is (see :func:`scan_tree`).
+ProgressCallback = Callable[[str, int, int], None]
+
+
+def scan_tree(
+    root: Path, prefix: str = "", progress: ProgressCallback | None = None
+) -> tuple[list[ScannedFile], list[Skip]]:
     """Parse every Python file under ``root``: the scanned files, and the files that did not parse.
 
     ``prefix`` is where ``root`` sits inside the repository (``src/click``): site paths are
@@ -751,13 +757,17 @@ def scan_tree(root: Path, prefix: str = "") -> tuple[list[ScannedFile], list[Ski
 
     Two passes, one file at a time, so that memory does not grow with the tree's syntax
     trees: the first learns the tree's classes and helper candidates, the second (parsing
-    each file again) finds the sites.
+    each file again) finds the sites. ``progress`` is called before each file of each pass and
+    once at its end, as ``progress("classes", done, files)`` and ``progress("raises", done, files)``.
     """
     sources: list[tuple[Path, str]] = []
     unparsable: list[Skip] = []
     tree = Tree()
     candidates: list[HelperCandidate] = []
-    for file in python_files(root):
+    paths = list(python_files(root))
+    report = progress or (lambda stage, done, total: None)
+    for number, file in enumerate(paths, start=1):
+        report("classes", number - 1, len(paths))
         relative = file.name if root.is_file() else file.relative_to(root).as_posix()
         path = str(PurePosixPath(prefix, relative)) if prefix else relative
         parsed = _parse(file, path)
@@ -769,6 +779,7 @@ def scan_tree(root: Path, prefix: str = "") -> tuple[list[ScannedFile], list[Ski
             tree.classes.setdefault(node.name, []).append(class_info(node))
         candidates.extend(c for c in map(lambda f: helper_candidate(index, f), index.functions) if c)
         sources.append((file, path))
+    report("classes", len(paths), len(paths))
     # The whole tree's classes first: a helper in one file often raises another's class.
     for candidate in candidates:
         helper = candidate.helper(tree)
@@ -776,7 +787,8 @@ def scan_tree(root: Path, prefix: str = "") -> tuple[list[ScannedFile], list[Ski
             tree.helpers.setdefault(helper.name, []).append(helper)
 
     files = {path: ScannedFile(path, [], [], []) for _, path in sources}
-    for file, path in sources:
+    for number, (file, path) in enumerate(sources):
+        report("raises", number, len(sources))
         parsed = _parse(file, path)
         if isinstance(parsed, Skip):  # changed since the first pass
             unparsable.append(parsed)
@@ -802,6 +814,7 @@ def scan_tree(root: Path, prefix: str = "") -> tuple[list[ScannedFile], list[Ski
                 site = helper_site(helper, index, call, place) if helper else None
                 if site is not None and site.file in files:
                     files[site.file].sites.append(site)
+    report("raises", len(sources), len(sources))
     for scanned in files.values():
         scanned.sites = number_occurrences(scanned.sites)
         scanned.skips.sort(key=lambda s: s.line)

@@ -9,6 +9,7 @@ is then verified with its real pattern, in RE2.
 from __future__ import annotations
 
 import math
+import re
 import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +55,10 @@ def short_class(name: str | None) -> str | None:
     return name.rsplit(".", 1)[-1] if name else None
 
 
+#: The folder CPython installs its Lib/ as: python3.11, python3.13t (free-threaded), python3.
+STDLIB_FOLDER = re.compile(r"python\d+(?:\.\d+)?t?")
+
+
 def common_tail(frame_path: str, record_path: str) -> int:
     """How many trailing path components two paths share (``\\`` counts as ``/``)."""
     a = [p for p in frame_path.replace("\\", "/").split("/") if p]
@@ -71,8 +76,18 @@ def same_file(frame_path: str, record_path: str) -> bool:
     own prefix (``site-packages/``), so the paths agree on their last components only: the
     whole record path, or at least its file name and the folder holding it.
     """
-    parts = len([p for p in record_path.split("/") if p])
-    return common_tail(frame_path, record_path) >= min(parts, 2)
+    parts = [p for p in record_path.replace("\\", "/").split("/") if p]
+    common = common_tail(frame_path, record_path)
+    if common >= min(len(parts), 2):
+        return True
+    # CPython's Lib/ is installed as lib/pythonX.Y/, so a top-level standard-library module
+    # (Lib/argparse.py) shares only its file name with its installed copy: accept the version
+    # folder in place of Lib.
+    frame = [p for p in frame_path.replace("\\", "/").split("/") if p]
+    return (
+        len(parts) >= 2 and parts[0] == "Lib" and common == len(parts) - 1
+        and len(frame) > common and STDLIB_FOLDER.fullmatch(frame[-1 - common]) is not None
+    )
 
 
 def score_candidate(record: dict[str, Any], exc_type: str | None, message: str, frames: list[Any]) -> Match | None:

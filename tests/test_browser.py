@@ -385,13 +385,16 @@ def test_scoring_helpers_agree_with_python(new_page, server):
           const t = (p, s) => { const r = errordbExplain.translate(p); return new RegExp('^(?:' + r.source + ')$', r.flags).exec(s); };
           return [t('(?P<n>\\d+) items', '12 items').groups.n, !!t('(?i)HELLO', 'hello'), !!t('\\Afoo\\z', 'foo'),
                   !!t('[]a]+', ']a'), errordbExplain.sameFile('C:\\venv\\Lib\\site-packages\\pkg\\m.py', 'src/pkg/m.py'),
-                  errordbExplain.sameFile('/x/other/m.py', 'src/pkg/m.py')];
+                  errordbExplain.sameFile('/x/other/m.py', 'src/pkg/m.py'),
+                  errordbExplain.sameFile('/usr/lib/python3.11/argparse.py', 'Lib/argparse.py'),
+                  errordbExplain.sameFile('/srv/app/argparse.py', 'Lib/argparse.py')];
         }"""
     )
-    assert checks == ["12", True, True, True, True, False]
+    assert checks == ["12", True, True, True, True, False, True, False]
     from errordb.match import same_file
 
     assert same_file("C:\\venv\\Lib\\site-packages\\pkg\\m.py", "src/pkg/m.py") and not same_file("/x/other/m.py", "src/pkg/m.py")
+    assert same_file("/usr/lib/python3.11/argparse.py", "Lib/argparse.py") and not same_file("/srv/app/argparse.py", "Lib/argparse.py")
 
 
 # Without JavaScript, on a phone, in the dark ------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import textwrap
 from pathlib import Path
 
@@ -474,3 +475,74 @@ def test_cli_harvest(tmp_path):
     bad = runner.invoke(cli, ["harvest", str(root), "--repo", REPO, "--sha", "short", "--out", str(out)])
     assert bad.exit_code == 2
     assert bad.output.strip().splitlines() == ["errordb: --sha 'short': give the full 40-digit lowercase hex commit sha"]
+
+
+# ---------------------------------------------------------------------------- progress (issue 7)
+
+
+def test_progress_callback_reports_each_stage_from_zero_to_its_total(tmp_path):
+    root = write_tree(tmp_path / "pkg", {f"m{i}.py": f'def f():\n    raise ValueError("message number {i}")\n' for i in range(3)})
+    (root / "broken.py").write_text("def f(:\n", encoding="utf-8")
+    calls: list[tuple[str, int, int]] = []
+    report = harvest(root, repo=REPO, sha=SHA1, out=tmp_path / "records", progress=lambda *call: calls.append(call))
+    stages = list(dict.fromkeys(stage for stage, _, _ in calls))
+    assert stages == ["classes", "raises", "checking", "writing"]
+    for stage in stages:
+        steps = [(done, total) for s, done, total in calls if s == stage]
+        dones = [done for done, _ in steps]
+        assert dones[0] == 0 and dones == sorted(dones) and len({total for _, total in steps}) == 1
+        assert dones[-1] == steps[-1][1]
+    totals = {stage: total for stage, _, total in calls}
+    # 4 files walked, 3 of them parsed; 3 drafts; 3 files written.
+    assert totals == {"classes": 4, "raises": 3, "checking": 3, "writing": 3}
+    assert report.records == 3
+
+
+def test_cli_harvest_bar_on_a_terminal_nothing_on_a_pipe_or_when_quiet(tmp_path, monkeypatch):
+    from errordb import progress
+
+    root = write_tree(tmp_path / "pkg", {"a.py": 'raise ValueError("first message")\n',
+                                         "b.py": 'def f(x):\n    raise ValueError(x)\n'})  # fmt: skip
+    arguments = ["harvest", str(root), "--repo", REPO, "--sha", SHA1]
+    summary = (r"2 files \(0 unparsable\), 2 raises \(and 0 re-raises\), 0 helper calls: 1 records; "
+               r"1 added, 0 updated \(0 moved\), 0 unchanged, 0 pruned; "
+               r"1 unreadable \(1 message-not-literal\) in \d+\.\d\ds \(\d+ files/s\)")
+
+    pipe = CliRunner().invoke(cli, [*arguments, "--out", str(tmp_path / "piped")])
+    assert pipe.exit_code == 0, pipe.output
+    assert "\r" not in pipe.stderr and pipe.stderr.count("\n") == 1
+    assert re.fullmatch(rf"{re.escape(str(tmp_path / 'piped'))}: {summary}\n", pipe.stderr)
+
+    monkeypatch.setattr(progress, "is_interactive", lambda stream=None: True)
+    monkeypatch.setattr(progress, "REDRAW_SECONDS", 0)
+    terminal = CliRunner().invoke(cli, [*arguments, "--out", str(tmp_path / "drawn")])
+    assert terminal.exit_code == 0, terminal.output
+    bars, last = terminal.stderr.rsplit("\r\x1b[K", 1)
+    assert re.fullmatch(rf"{re.escape(str(tmp_path / 'drawn'))}: {summary}\n", last)  # after the bar is erased
+    drawn = [line for line in bars.split("\r\x1b[K") if line]
+    stages = list(dict.fromkeys(line.split(" [", 1)[0] for line in drawn))
+    assert stages == ["harvest: classes", "harvest: raises", "harvest: checking", "harvest: writing"]
+    assert any("100%  2/2 files" in line for line in drawn if line.startswith("harvest: raises"))
+    assert any("100%  1/1 drafts" in line for line in drawn if line.startswith("harvest: checking"))
+
+    quiet = CliRunner().invoke(cli, [*arguments, "--out", str(tmp_path / "quiet"), "--quiet"])
+    assert quiet.exit_code == 0 and quiet.stderr == "" and quiet.stdout == ""
+    assert len(records(tmp_path / "quiet")) == 1  # quiet, not idle
+
+
+def test_drafts_are_accepted_by_ingest_and_shown_as_drafts_by_the_site(tmp_path):
+    from errordb.site import build_site
+    from errordb.store import ingest
+
+    out = copy_records(tmp_path / "records")  # drafts beside reviewed records
+    root = write_tree(tmp_path / "pkg", {"m.py": 'def f(x):\n    raise ValueError(f"bad widget {x!r}")\n'})
+    harvest(root, repo=REPO, sha=SHA1, out=out)
+    (draft,) = records(out).values()
+    db_path = tmp_path / "e.db"
+    assert ingest([out], db_path).added == 4
+    build_site(db_path, tmp_path / "site")
+    page = (tmp_path / "site" / "errors" / draft["slug"] / "index.html").read_text(encoding="utf-8")
+    assert 'href="../../tags/draft/index.html">draft</a>' in page  # the record's page names it a draft
+    listing = (tmp_path / "site" / "tags" / "draft" / "index.html").read_text(encoding="utf-8")
+    assert draft["slug"] in listing  # and tags/draft/ lists what awaits analysis
+    assert "dspark" not in listing  # reviewed records are not in it

@@ -121,6 +121,17 @@ def test_index_key_prefers_the_rarest_word():
     assert index_key(pattern, {"requires": 50, "capture": 3, "hidden": 3, "aux": 3, "pp": 9, "1": 9}) == "capture"
 
 
+def test_a_top_level_stdlib_module_matches_its_installed_copy():
+    # CPython's Lib/argparse.py is installed as lib/python3.11/argparse.py: only the file name
+    # agrees, so the version folder stands in for Lib; any other folder does not.
+    assert same_file("/usr/lib/python3.11/argparse.py", "Lib/argparse.py")
+    assert same_file("/opt/py/lib/python3.13t/pathlib.py", "Lib/pathlib.py")
+    assert same_file("C:\\Python311\\Lib\\argparse.py", "Lib/argparse.py")
+    assert not same_file("/srv/app/argparse.py", "Lib/argparse.py")
+    assert not same_file("/usr/lib/python3.11/site-packages/argparse.py", "Lib/argparse.py")
+    assert not same_file("/usr/lib/python3.11/argparse.py", "src/argparse.py")
+
+
 def test_same_file_compares_trailing_components():
     record = "python/sglang/srt/models/kimi_k3.py"
     assert same_file("/venv/lib/python3.11/site-packages/sglang/srt/models/kimi_k3.py", record)
