@@ -93,31 +93,47 @@ def load_records(paths: Iterable[str | os.PathLike[str]]) -> Iterator[LoadedReco
 
 def load_file(path: Path) -> Iterator[LoadedRecord]:
     """The records of one ``.json`` file, or of a ``.jsonl`` file read line by line."""
+    for source, text in file_texts(path):
+        yield LoadedRecord(source, parse_envelope(source, text))
+
+
+def record_texts(paths: Iterable[str | os.PathLike[str]]) -> Iterator[tuple[str, str]]:
+    """``(source, JSON text)`` of every record under ``paths``, read and decoded but not parsed.
+
+    Ingest parses and validates them elsewhere (in worker processes); a file that cannot be
+    read raises here, in its place in the sequence.
+    """
+    for path in record_files(paths):
+        yield from file_texts(path)
+
+
+def file_texts(path: Path) -> Iterator[tuple[str, str]]:
+    """``(source, text)`` of one ``.json`` file, or of each non-blank line of a ``.jsonl`` file."""
     if path.suffix == ".jsonl":
-        yield from _load_lines(path)
+        yield from _lines(path)
         return
     source = _name(path)
-    text = _decode(source, _read_bytes(path))
-    yield LoadedRecord(source, parse_envelope(source, text))
+    yield source, _decode(source, _read_bytes(path))
 
 
-def _load_lines(path: Path) -> Iterator[LoadedRecord]:
+def _lines(path: Path) -> Iterator[tuple[str, str]]:
     # Streamed: a JSON Lines file of a million records is never held in memory at once.
     try:
         handle = open(path, "rb")
     except OSError as exc:
         raise RecordError(_name(path), None, None, f"cannot read: {exc.strerror}") from None
+    name = _name(path)
     with handle:
         number = 0
         # readline with a limit: one endless line costs MAX_FILE_BYTES of memory, not the file.
         while raw := handle.readline(MAX_FILE_BYTES + 1):
             number += 1
-            source = f"{_name(path)}:{number}"
+            source = f"{name}:{number}"
             if len(raw) > MAX_FILE_BYTES:
                 raise RecordError(source, _peek_id_text(raw[:_PEEK_BYTES]), None, f"line is longer than {MAX_FILE_BYTES} bytes; a record is limited to {MAX_FILE_BYTES}")
             line = _decode(source, raw)
             if line.strip():
-                yield LoadedRecord(source, parse_envelope(source, line))
+                yield source, line
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -172,11 +188,14 @@ class _DuplicateKey(ValueError):
 
 
 def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
+    result = dict(pairs)
+    if len(result) == len(pairs):  # the common case, at C speed
+        return result
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
             raise _DuplicateKey(key)
-        result[key] = value
+        seen.add(key)
     return result
 
 

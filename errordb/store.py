@@ -28,19 +28,19 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import chain, islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from errordb.errors import ErrordbError, RecordError
 from errordb.families import Family, families_for, load_families
-from errordb.patterns import index_key, pattern_words
+from errordb.patterns import index_key, pattern_words, rarest_word
 from errordb.snippet import enclosing_function
 
 if TYPE_CHECKING:  # pydantic and sqlite_utils cost ~100 ms each to import: reading must not need them
     import sqlite_utils
 
-    from errordb.loader import LoadedRecord
+    from errordb.prepare import Prepared
     from errordb.schema import Envelope
 
 #: The record's fields in file order, and which of them are lists (as in errordb.schema).
@@ -282,7 +282,7 @@ def ingest(
     bundled records. With ``prune``, records in the store that none of the files hold are
     removed. ``progress`` is called with the number of records read so far.
     """
-    from errordb.loader import load_records
+    from errordb.prepare import PreparedRecords
 
     started = time.perf_counter()
     paths = [Path(p) for p in paths] if paths is not None else [bundled_records_dir()]
@@ -290,37 +290,52 @@ def ingest(
     families = load_families(families_file) if families_file else {}
     db_path = Path(db_path)
     existed = db_path.exists()
-    db = connect(db_path)
     report = IngestReport()
-    try:
-        with db.atomic():
-            ensure_schema(db)
-            _write_families(db, families)
-            db.execute("CREATE TEMP TABLE seen (id TEXT PRIMARY KEY, source TEXT NOT NULL)")
-            read = 0
-            for batch in _batches(load_records(paths), BATCH_SIZE):
-                _write_batch(db, batch, report)
-                read += len(batch)
-                if progress:
-                    progress(read)
-            if prune:
-                report.removed = _prune(db)
-            if report.added or report.updated or report.removed:
-                _rekey(db)
-                _drop_orphans(db)
-                _write_meta(db)
-            db.execute("DROP TABLE temp.seen")
-    except BaseException:
+    # The records are validated in worker processes, started (forked) before the database is
+    # opened; the main process only writes.
+    with PreparedRecords(paths) as records:
+        db = connect(db_path)
+        try:
+            with db.atomic():
+                _tune_for_bulk_writes(db)
+                ensure_schema(db)
+                _write_families(db, families)
+                db.execute("CREATE TEMP TABLE seen (id TEXT PRIMARY KEY, source TEXT NOT NULL)")
+                read = 0
+                for batch in _batches(iter(records), BATCH_SIZE):
+                    _write_batch(db, batch, report)
+                    read += len(batch)
+                    if progress:
+                        progress(read)
+                if prune:
+                    report.removed = _prune(db)
+                if report.added or report.updated or report.removed:
+                    _rekey(db)
+                    _drop_orphans(db)
+                    _write_meta(db)
+                db.execute("DROP TABLE temp.seen")
+        except BaseException:
+            db.close()
+            if not existed:
+                db_path.unlink(missing_ok=True)
+            raise
         db.close()
-        if not existed:
-            db_path.unlink(missing_ok=True)
-        raise
-    db.close()
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _batches(items: Iterator[LoadedRecord], size: int) -> Iterator[list[LoadedRecord]]:
+#: Page cache of the ingest's connection (KiB, SQLite's negative form): the indexes on random
+#: keys (id, slug, matchKey) are written all over the file, and SQLite's default 2 MB makes a
+#: large ingest re-read the same pages. Memory stays bounded by it.
+INGEST_CACHE_KIB = 65536
+
+
+def _tune_for_bulk_writes(db: sqlite_utils.Database) -> None:
+    # Connection settings only: nothing here is stored in the file or weakens the transaction.
+    db.execute(f"PRAGMA cache_size = -{INGEST_CACHE_KIB}")
+
+
+def _batches(items: Iterator[Prepared], size: int) -> Iterator[list[Prepared]]:
     while batch := list(islice(items, size)):
         yield batch
 
@@ -337,47 +352,61 @@ def _write_families(db: sqlite_utils.Database, families: dict[str, Family]) -> N
         db["families"].upsert_all(changed, pk="tag")
 
 
-def _write_batch(db: sqlite_utils.Database, batch: list[LoadedRecord], report: IngestReport) -> None:
+def _write_batch(db: sqlite_utils.Database, batch: list[Prepared], report: IngestReport) -> None:
     _refuse_duplicates(db, batch)
-    ids = [item.record.id for item in batch]
+    ids = [item.id for item in batch]
     marks = ",".join("?" * len(ids))
     known = dict(db.execute(f"SELECT id, contentHash FROM records WHERE id IN ({marks})", ids).fetchall())
     added, updated = [], []
     for item in batch:
-        row = record_row(item.envelope)
-        previous = known.get(row["id"])
+        previous = known.get(item.id)
         if previous is None:
-            added.append((item, row))
-        elif previous != row["contentHash"]:
-            updated.append((item, row))
+            added.append(item)
+        elif previous != item.row["contentHash"]:
+            updated.append(item)
         else:
             report.unchanged += 1
     if not added and not updated:
         return
     changed = added + updated
-    _ensure_parents(db, [item for item, _ in changed])
+    _ensure_parents(db, changed)
     if updated:
-        _count_terms(db, _patterns_of(db, [row["id"] for _, row in updated]), -1)
-        _delete_children(db, [row["id"] for _, row in updated])
-    _count_terms(db, [row["messagePattern"] for _, row in changed], +1)
-    _assign_keys(db, [row for _, row in changed])
-    for item, row in updated:
+        _count_terms(db, map(pattern_words, _patterns_of(db, [item.id for item in updated])), -1)
+        _delete_children(db, [item.id for item in updated])
+    _count_terms(db, [item.words for item in changed], +1)
+    _assign_keys(db, changed)
+    for item in updated:
         try:
-            db["records"].update(row["id"], row)
+            db["records"].update(item.id, item.row)
         except sqlite3.IntegrityError as exc:
             raise _integrity_error(db, item, exc) from None
     if added:
         columns = list(RECORD_COLUMNS)
-        sql = f"INSERT INTO records ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
         try:
-            db.conn.executemany(sql, ([row[c] for c in columns] for _, row in added))
+            _insert_rows(db, "records", columns, [[item.row[c] for c in columns] for item in added])
         except sqlite3.IntegrityError as exc:
             # The whole ingest is rolled back anyway; find the record to name in the error.
             raise _integrity_error(db, _culprit(db, added), exc) from None
-    _insert_children(db, [item for item, _ in changed])
+    _insert_children(db, changed)
     report.added += len(added)
     report.updated += len(updated)
-    report.changed_ids.extend(row["id"] for _, row in changed)
+    report.changed_ids.extend(item.id for item in changed)
+
+
+def _insert_rows(db: sqlite_utils.Database, table: str, columns: list[str], rows: list[list[Any]]) -> None:
+    """Insert ``rows`` with as few statements as SQLite's limit on parameters allows.
+
+    Many rows a statement, not executemany's one: the FTS5 triggers on ``records`` and
+    ``solutions`` make FTS5 write its pending index changes at the end of every statement, so a
+    statement a row cost three times the inserts themselves (a new tiny segment a row, merged
+    again and again). The rows and the index are the same either way.
+    """
+    per_statement = max(1, min(len(rows), db.conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // len(columns)))
+    row_marks = "(" + ",".join("?" * len(columns)) + ")"
+    head = f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
+    for start in range(0, len(rows), per_statement):
+        chunk = rows[start : start + per_statement]
+        db.conn.execute(head + ",".join([row_marks] * len(chunk)), list(chain.from_iterable(chunk)))
 
 
 def _patterns_of(db: sqlite_utils.Database, ids: list[str]) -> list[str]:
@@ -385,10 +414,11 @@ def _patterns_of(db: sqlite_utils.Database, ids: list[str]) -> list[str]:
     return [row[0] for row in db.execute(f"SELECT messagePattern FROM records WHERE id IN ({marks})", ids)]
 
 
-def _count_terms(db: sqlite_utils.Database, patterns: Iterable[str], step: int) -> None:
+def _count_terms(db: sqlite_utils.Database, word_lists: Iterable[tuple[str, ...]], step: int) -> None:
+    """Add ``step`` to the pattern count of each word, once per pattern's words in ``word_lists``."""
     counts: dict[str, int] = {}
-    for pattern in patterns:
-        for word in pattern_words(pattern):
+    for words in word_lists:
+        for word in words:
             counts[word] = counts.get(word, 0) + step
     db.conn.executemany(
         "INSERT INTO terms (term, df) VALUES (?, ?) ON CONFLICT (term) DO UPDATE SET df = df + excluded.df",
@@ -408,10 +438,10 @@ def _frequencies(db: sqlite_utils.Database, words: set[str]) -> dict[str, int]:
     return found
 
 
-def _assign_keys(db: sqlite_utils.Database, rows: list[dict[str, Any]]) -> None:
-    frequency = _frequencies(db, {w for row in rows for w in pattern_words(row["messagePattern"])})
-    for row in rows:
-        row["matchKey"] = index_key(row["messagePattern"], frequency)
+def _assign_keys(db: sqlite_utils.Database, items: list[Prepared]) -> None:
+    frequency = _frequencies(db, {w for item in items for w in item.words})
+    for item in items:
+        item.row["matchKey"] = rarest_word(item.words, frequency)
 
 
 def _rekey(db: sqlite_utils.Database) -> None:
@@ -427,41 +457,42 @@ def _rekey(db: sqlite_utils.Database) -> None:
         db.conn.executemany("UPDATE records SET matchKey = ? WHERE id = ?", changes)
 
 
-def _refuse_duplicates(db: sqlite_utils.Database, batch: list[LoadedRecord]) -> None:
+def _refuse_duplicates(db: sqlite_utils.Database, batch: list[Prepared]) -> None:
     sources: dict[str, str] = {}
     for item in batch:
-        other = sources.setdefault(item.record.id, item.source)
+        other = sources.setdefault(item.id, item.source)
         if other != item.source:
-            raise RecordError(item.source, item.record.id, "id", f"duplicate id: {other} has a record with the same id")
+            raise RecordError(item.source, item.id, "id", f"duplicate id: {other} has a record with the same id")
     marks = ",".join("?" * len(sources))
     for record_id, other in db.execute(f"SELECT id, source FROM temp.seen WHERE id IN ({marks})", list(sources)):
-        item = next(i for i in batch if i.record.id == record_id)
+        item = next(i for i in batch if i.id == record_id)
         raise RecordError(item.source, record_id, "id", f"duplicate id: {other} has a record with the same id")
     db.conn.executemany("INSERT INTO temp.seen (id, source) VALUES (?, ?)", sources.items())
 
 
-def _culprit(db: sqlite_utils.Database, added: list[tuple[LoadedRecord, dict[str, Any]]]) -> LoadedRecord:
+def _culprit(db: sqlite_utils.Database, added: list[Prepared]) -> Prepared:
     """The first new record whose slug another record (stored, or earlier in the batch) holds."""
     slugs: dict[str, str] = {}
-    for item, row in added:
+    for item in added:
+        row = item.row
         holder = db.execute("SELECT id FROM records WHERE slug = ? AND id != ?", [row["slug"], row["id"]]).fetchone()
         if holder or row["slug"] in slugs:
             return item
         slugs[row["slug"]] = row["id"]
-    return added[0][0]
+    return added[0]
 
 
-def _integrity_error(db: sqlite_utils.Database, item: LoadedRecord, exc: sqlite3.IntegrityError) -> RecordError:
-    record = item.record
+def _integrity_error(db: sqlite_utils.Database, item: Prepared, exc: sqlite3.IntegrityError) -> RecordError:
+    slug = item.row["slug"]
     if "records.slug" in str(exc):
-        other = db.execute("SELECT id FROM records WHERE slug = ?", [record.slug]).fetchone()
+        other = db.execute("SELECT id FROM records WHERE slug = ?", [slug]).fetchone()
         holder = f"record {other[0]}" if other else "another record"
-        return RecordError(item.source, record.id, "slug", f"{record.slug!r} is already the slug of {holder}")
-    return RecordError(item.source, record.id, None, f"cannot be stored: {exc}")
+        return RecordError(item.source, item.id, "slug", f"{slug!r} is already the slug of {holder}")
+    return RecordError(item.source, item.id, None, f"cannot be stored: {exc}")
 
 
-def _ensure_parents(db: sqlite_utils.Database, items: list[LoadedRecord]) -> None:
-    repos = {item.record.repo for item in items}
+def _ensure_parents(db: sqlite_utils.Database, items: list[Prepared]) -> None:
+    repos = {item.row["repo"] for item in items}
     db["repos"].insert_all(
         (
             {"id": repo, "owner": repo.split("/")[0], "name": repo.split("/")[1], "url": f"https://github.com/{repo}"}
@@ -470,10 +501,10 @@ def _ensure_parents(db: sqlite_utils.Database, items: list[LoadedRecord]) -> Non
         pk="id",
         ignore=True,
     )
-    tags = {tag for item in items for tag in item.record.tags}
+    tags = {tag for item in items for tag in item.tags}
     db["tags"].insert_all(({"name": tag} for tag in sorted(tags)), pk="name", ignore=True)
     # A backgroundTag without an entry in families.toml still needs its row (`check` reports it).
-    families = {item.record.backgroundTag for item in items if item.record.backgroundTag}
+    families = {item.row["backgroundTag"] for item in items if item.row["backgroundTag"]}
     db["families"].insert_all(({"tag": tag} for tag in sorted(families)), pk="tag", ignore=True)
 
 
@@ -483,20 +514,20 @@ def _delete_children(db: sqlite_utils.Database, ids: list[str]) -> None:
         db.execute(f"DELETE FROM {table} WHERE record_id IN ({marks})", ids)
 
 
-def _insert_children(db: sqlite_utils.Database, items: list[LoadedRecord]) -> None:
-    # Plain executemany: sqlite-utils' per-row type handling costs more than the insert itself.
+def _insert_children(db: sqlite_utils.Database, items: list[Prepared]) -> None:
     for table, attribute in CHILD_TABLES.items():
-        rows = [(item.record.id, position, text) for item in items for position, text in enumerate(getattr(item.record, attribute))]
-        db.conn.executemany(f"INSERT INTO {table} (record_id, position, text) VALUES (?, ?, ?)", rows)
-    tag_rows = [(item.record.id, position, tag) for item in items for position, tag in enumerate(item.record.tags)]
-    db.conn.executemany("INSERT INTO record_tags (record_id, position, tag) VALUES (?, ?, ?)", tag_rows)
+        rows = [[item.id, position, text] for item in items for position, text in enumerate(getattr(item, attribute))]
+        _insert_rows(db, table, ["record_id", "position", "text"], rows)
+    tag_rows = [[item.id, position, tag] for item in items for position, tag in enumerate(item.tags)]
+    _insert_rows(db, "record_tags", ["record_id", "position", "tag"], tag_rows)
 
 
 def _prune(db: sqlite_utils.Database) -> int:
     gone = "SELECT id FROM records WHERE id NOT IN (SELECT id FROM temp.seen)"
     count = db.execute(f"SELECT count(*) FROM ({gone})").fetchone()[0]
     if count:
-        _count_terms(db, [row[0] for row in db.execute(f"SELECT messagePattern FROM records WHERE id IN ({gone})")], -1)
+        patterns = [row[0] for row in db.execute(f"SELECT messagePattern FROM records WHERE id IN ({gone})")]
+        _count_terms(db, map(pattern_words, patterns), -1)
         for table in (*CHILD_TABLES, "record_tags"):
             db.execute(f"DELETE FROM {table} WHERE record_id IN ({gone})")
         db.execute(f"DELETE FROM records WHERE id IN ({gone})")
