@@ -1,0 +1,138 @@
+"""The benchmark stages that run in a process of their own, so that their peak memory is theirs.
+
+    python bench/child.py RESULT.json build DB OUT
+    python bench/child.py RESULT.json rebuild DB OUT CHANGED.jsonl FAMILIES.toml
+    python bench/child.py RESULT.json export DB OUT
+    python bench/child.py RESULT.json bare-site RECORDS.jsonl OUT
+    python bench/child.py RESULT.json bare-export RECORDS.jsonl OUT
+
+bench/run.py starts each through its small measuring wrapper (a process forked from the large
+benchmark process would count the benchmark's pages as its own). Each stage writes a JSON object
+to RESULT.json: its own timings and counts, and the peak memory of this process and of its
+children (``ru_maxrss`` of ``RUSAGE_SELF`` and ``RUSAGE_CHILDREN``, in kilobytes; the latter is
+the largest single child, e.g. one worker of the site build's process pool).
+
+Only errordb's public functions are used (``errordb.site.build_site``,
+``errordb.store.ingest``, ``errordb.export.export_api``, as ``errordb export`` calls it); the two *bare* stages are the baselines and use no errordb code.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+#: The baseline page: everything an error page shows, in one plain jinja2 template with
+#: autoescaping, no includes, filters, highlighting, related records or hashing.
+BARE_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{{ r.errorClass }}: {{ r.errorMessage }}</title>
+<link rel="stylesheet" href="../../static/style.css"></head>
+<body><header><a href="../../index.html">errordb</a> <a href="../../search/index.html">search</a></header>
+<main><h1><code>{{ r.errorClass }}</code> {{ r.errorMessage }}</h1>
+<p>{{ r.severity }} in <a href="https://github.com/{{ r.repo }}">{{ r.repo }}</a>,
+<a href="{{ r.githubUrl }}">{{ r.filePath }}:{{ r.lineNumber }}</a></p>
+<p>Pattern: <code>{{ r.messagePattern }}</code></p>
+<section><h2>What it means</h2><p>{{ r.documentation }}</p></section>
+<section><h2>Where it is thrown</h2><pre><code>
+{%- for line in r.sourceCode.splitlines() %}<span class="line{% if loop.index0 + r.sourceCodeStart == r.lineNumber %} hit{% endif %}">
+<span class="no">{{ loop.index0 + r.sourceCodeStart }}</span> {{ line }}</span>
+{% endfor %}</code></pre></section>
+<section><h2>Solutions</h2><ol>{% for s in r.solutions %}<li>{{ s }}</li>{% endfor %}</ol></section>
+<section><h2>Example fix</h2><pre><code>{{ r.exampleFix }}</code></pre></section>
+<section><h2>Validation</h2><pre><code>{{ r.validationCode }}</code></pre></section>
+<section><h2>When it happens</h2><p>{{ r.triggerScenarios }}</p><p>{{ r.commonSituations }}</p></section>
+<section><h2>Prevention</h2><ul>{% for t in r.preventionTips %}<li>{{ t }}</li>{% endfor %}</ul></section>
+<p>Tags: {% for t in r.tags %}<a href="../../tags/{{ t }}/index.html">{{ t }}</a> {% endfor %}
+Family: <a href="../../families/{{ r.backgroundTag }}/index.html">{{ r.backgroundTag }}</a></p>
+<p>Analyzed at {{ r.analyzedSha[:10] }} on {{ r.analyzedAt }}; <a href="../../api/errors/{{ r.id }}.json">JSON</a></p>
+</main></body></html>
+"""
+
+
+def _records(jsonl: Path):
+    """The records of a JSON Lines file of envelopes, one at a time."""
+    with jsonl.open(encoding="utf-8") as handle:
+        for line in handle:
+            yield json.loads(line)["record"]
+
+
+def build(db: str, out: str) -> dict:
+    from errordb.site import build_site
+
+    report = build_site(db, out)
+    return {"seconds": report.seconds, "pages": report.pages, "rendered": report.rendered, "workers": report.workers}
+
+
+def rebuild(db: str, out: str, changed: str, families: str) -> dict:
+    """Re-ingest one changed record, then build incrementally over the previous build in ``out``."""
+    from errordb.site import build_site
+    from errordb.store import ingest
+
+    started = time.perf_counter()
+    ingest([changed], db, families_path=families)
+    ingest_s = time.perf_counter() - started
+    report = build_site(db, out, incremental=True)
+    return {"ingest_s": ingest_s, "build_s": report.seconds, "seconds": ingest_s + report.seconds,
+            "pages": report.pages, "rendered": report.rendered, "reused": report.reused, "workers": report.workers}  # fmt: skip
+
+
+def export(db: str, out: str) -> dict:
+    from errordb.export import export_api
+    from errordb.store import open_db
+
+    store = open_db(db)
+    try:
+        report = export_api(store, Path(out))
+    finally:
+        store.close()
+    return {"seconds": report.seconds, "records": report.records, "files": report.files, "bytes": report.bytes}
+
+
+def bare_site(jsonl: str, out: str) -> dict:
+    """The build's baseline: one page per record rendered by a plain jinja2 loop, one process."""
+    import jinja2
+
+    template = jinja2.Environment(autoescape=True).from_string(BARE_PAGE)
+    started = time.perf_counter()
+    pages = 0
+    for record in _records(Path(jsonl)):
+        folder = Path(out, "errors", record["slug"])
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "index.html").write_text(template.render(r=record), encoding="utf-8")
+        pages += 1
+    return {"seconds": time.perf_counter() - started, "pages": pages, "workers": 1}
+
+
+def bare_export(jsonl: str, out: str) -> dict:
+    """The export's baseline: json.dump of each record to its file, and a gzipped JSON Lines file."""
+    started = time.perf_counter()
+    errors = Path(out, "errors")
+    errors.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with gzip.open(Path(out, "all.jsonl.gz"), "wt", encoding="utf-8") as bulk:
+        for record in _records(Path(jsonl)):
+            with open(errors / f"{record['id']}.json", "w", encoding="utf-8") as handle:
+                json.dump(record, handle, ensure_ascii=False, sort_keys=True)
+            bulk.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+            count += 1
+    return {"seconds": time.perf_counter() - started, "records": count}
+
+
+STAGES = {"build": build, "rebuild": rebuild, "export": export, "bare-site": bare_site, "bare-export": bare_export}
+
+
+def main(argv: list[str]) -> None:
+    result_path, stage, *args = argv
+    result = STAGES[stage](*args)
+    # After the stage returns, the build's process pool has been shut down and its workers
+    # waited for, so RUSAGE_CHILDREN covers them.
+    result["self_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result["children_kb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    Path(result_path).write_text(json.dumps(result), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
