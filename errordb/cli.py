@@ -21,6 +21,9 @@ class ErrordbGroup(click.Group):
     Library errors (:class:`ErrordbError`) carry their own message and exit status. Files that
     cannot be read or written and databases SQLite refuses are the user's problem too: one line
     naming the file. Anything else is a bug: one line saying so, and --debug shows where.
+    Every message passes :func:`errordb.render.one_line`: they quote untrusted text (file names,
+    arguments, and SQLite quotes the undecodable text of a damaged database), which must not
+    break the line or drive the terminal.
     """
 
     def invoke(self, ctx: click.Context):
@@ -33,13 +36,11 @@ class ErrordbGroup(click.Group):
         except ErrordbError as exc:
             if ctx.params.get("debug"):
                 raise
-            click.echo(f"errordb: {exc}", err=True)
-            ctx.exit(exc.exit_code)
+            _fail(ctx, str(exc), exc.exit_code)
         except KeyboardInterrupt:
             if ctx.params.get("debug"):
                 raise
-            click.echo("errordb: interrupted", err=True)
-            ctx.exit(130)
+            _fail(ctx, "interrupted", 130)
         except OSError as exc:
             if ctx.params.get("debug") or exc.errno == errno.EPIPE:
                 raise  # a closed pipe (`errordb list | head`): click exits quietly
@@ -47,19 +48,36 @@ class ErrordbGroup(click.Group):
             problem = exc.strerror or str(exc)
             if exc.errno in (errno.EEXIST, errno.ENOTDIR) and exc.filename and not Path(exc.filename).is_dir():
                 problem = "is a file, not a folder"  # mkdir's "File exists" says it poorly
-            click.echo(f"errordb: {name}{problem}", err=True)
-            ctx.exit(2)
+            _fail(ctx, f"{name}{problem}", 2)
         except sqlite3.Error as exc:
             if ctx.params.get("debug"):
                 raise
             db = ctx.meta.get("errordb.db")
-            click.echo(f"errordb: {db or 'database'}: {exc} (is it an errordb database?)", err=True)
-            ctx.exit(2)
+            if _is_damage(exc):
+                from errordb.store import unreadable
+
+                message = str(unreadable(db, exc))  # "the database file is damaged (...)", cut short
+            else:
+                message = f"{db or 'database'}: {exc} (is it an errordb database?)"
+            _fail(ctx, message, 2)
         except Exception as exc:
             if ctx.params.get("debug"):
                 raise
-            click.echo(f"errordb: internal error: {type(exc).__name__}: {exc} (run `errordb --debug ...` for the traceback)", err=True)
-            ctx.exit(70)  # EX_SOFTWARE
+            _fail(ctx, f"internal error: {type(exc).__name__}: {exc} (run `errordb --debug ...` for the traceback)", 70)  # EX_SOFTWARE
+
+
+def _fail(ctx: click.Context, message: str, code: int) -> None:
+    """Print ``errordb: message`` as one safe line on stderr and exit with ``code``."""
+    from errordb.render import one_line
+
+    click.echo(f"errordb: {one_line(message)}", err=True)
+    ctx.exit(code)
+
+
+def _is_damage(exc: Exception) -> bool:
+    # What SQLite says of a damaged file: a malformed image, not a database, or text that is not
+    # UTF-8 ("Could not decode to UTF-8 column ... with text ...", which quotes the bad bytes).
+    return getattr(exc, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or "decode" in str(exc)
 
 
 def _remember_db(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
@@ -108,9 +126,10 @@ def explain(text: str | None, log_file: Path | None, output_format: str, color: 
     """Say which known error a traceback, log or message is, and how to fix it.
 
     TEXT is the traceback or message itself; `-` reads standard input; --file reads a log
-    (both are read line by line, so a large log costs little memory). Every exception found
-    is matched against every record's pattern and ranked by class, file, function and line
-    (docs/matching.md). Exit status: 0 matched, 1 nothing matched, 2 bad usage or input.
+    (both are read line by line, so a large log costs little memory). Each exception found
+    (the first 1,000; the rest are counted) is matched against every record's pattern and
+    ranked by class, file, function and line (docs/matching.md). Exit status: 0 matched,
+    1 nothing matched, 2 bad usage or input.
 
     \b
     Examples:
@@ -629,9 +648,27 @@ def harvest(path: Path, repo: str, sha: str, out: Path, prefix: str, prune: bool
           --sha 0123456789abcdef0123456789abcdef01234567 --out records/ --prune --analyzed-at 2026-08-28
     """
     from errordb.harvest import harvest as harvest_tree
+    from errordb.progress import Progress
 
-    report = harvest_tree(path, repo=repo, sha=sha, out=out, prefix=prefix, prune=prune,
-                          analyzed_at=analyzed_at, dataset_version=dataset_version)
+    # One bar per stage of the run (two passes over the files, checking drafts, writing),
+    # each with its own total and ETA; drawn only on a terminal and never with --quiet.
+    units = {"classes": "files", "raises": "files", "checking": "drafts", "writing": "files"}
+    bar: Progress | None = None
+
+    def advance(stage: str, done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None or bar.label != f"harvest: {stage}":
+            if bar is not None:
+                bar.close()
+            bar = Progress(f"harvest: {stage}", total, unit=units.get(stage, "items"), enabled=not quiet)
+        bar.update(done)
+
+    try:
+        report = harvest_tree(path, repo=repo, sha=sha, out=out, prefix=prefix, prune=prune,
+                              analyzed_at=analyzed_at, dataset_version=dataset_version, progress=advance)
+    finally:
+        if bar is not None:
+            bar.close()
     if report_path is not None:
         from errordb.atomic import write_text
 

@@ -17,6 +17,11 @@ from typing import Any
 from errordb.match import Match, Matcher, rank
 
 SIMILAR_LIMIT = 3
+#: explain reports at most this many exceptions of one input (the first ones, in input order);
+#: the rest are counted, not matched (``omitted``; ``omittedExceptions`` in JSON). Each finding
+#: costs a few KB until the output is written (~6.6 KB for ``--format json``), so without a cap a
+#: log of a million distinct exceptions would need gigabytes; with it, ~7 MB at most.
+MAX_FINDINGS = 1000
 #: Name and version of the ``--format json`` document (its schema: :mod:`errordb.result`).
 FORMAT_NAME = "errordb.explain"
 FORMAT_VERSION = 1
@@ -59,6 +64,8 @@ class Explanation:
     findings: list[Finding]
     dataset_version: str | None
     similar: list[dict[str, Any]] = field(default_factory=list)
+    #: Exceptions found after the first :data:`MAX_FINDINGS`: counted, not matched or shown.
+    omitted: int = 0
 
     @property
     def matches(self) -> list[tuple[Match, Finding]]:
@@ -73,7 +80,7 @@ class Explanation:
 
     @property
     def exit_code(self) -> int:
-        """0 when something matched, 1 when nothing did (like grep)."""
+        """0 when something matched, 1 when nothing did (like grep); omitted exceptions do not count."""
         return 0 if any(f.matches for f in self.findings) else 1
 
     def to_dict(self) -> dict[str, Any]:
@@ -124,7 +131,7 @@ class Explanation:
                     "tie": len(finding.best) > 1 and match in finding.best,
                 }
             )
-        return {
+        document = {
             "format": FORMAT_NAME,
             "version": FORMAT_VERSION,
             "errordbVersion": __version__,
@@ -133,36 +140,54 @@ class Explanation:
             "matches": matches,
             "similar": self.similar,
         }
+        # Only when something was left out: a complete document stays valid against the
+        # version 1 schema as first published (which allows no other field).
+        if self.omitted:
+            document["omittedExceptions"] = self.omitted
+        return document
 
 
-def _root_flags(exceptions: list[Any]) -> list[bool]:
+def _is_root_cause(exc: Any, following: Any) -> bool:
     # A chain starts with role "root"; the exceptions after it ("cause"/"context") belong to it.
-    flags = []
-    for position, exc in enumerate(exceptions):
-        following = exceptions[position + 1] if position + 1 < len(exceptions) else None
-        chained = following is not None and following.role in ("cause", "context")
-        flags.append(exc.role == "root" and chained)
-    return flags
+    return exc.role == "root" and following is not None and following.role in ("cause", "context")
 
 
-def explain_exceptions(exceptions: list[Any], db: Any) -> Explanation:
-    """Match already-parsed exceptions against the store ``db`` (a connection or sqlite_utils Database)."""
+def explain_exceptions(exceptions: Iterable[Any], db: Any, limit: int | None = None) -> Explanation:
+    """Match parsed exceptions against the store ``db`` (a connection or sqlite_utils Database).
+
+    Only the first ``limit`` (default :data:`MAX_FINDINGS`) are kept and matched; the rest of
+    ``exceptions`` (a list, or an iterator read lazily) are counted in ``omitted``, so memory is
+    bounded however many there are.
+    """
     from errordb.store import meta
 
+    limit = MAX_FINDINGS if limit is None else limit
+    kept: list[Any] = []
+    following = None  # the first exception after the kept ones: it says if the last kept one is a root cause
+    omitted = 0
+    for exc in exceptions:
+        if len(kept) < limit:
+            kept.append(exc)
+        else:
+            if not omitted:
+                following = exc
+            omitted += 1
     matcher = Matcher(getattr(db, "conn", db))
-    roots = _root_flags(exceptions)
-    findings = [
-        Finding(index, exc, matcher.match(exc.exc_type, exc.message, exc.frames), roots[index])
-        for index, exc in enumerate(exceptions)
-    ]
-    explanation = Explanation(findings, meta(db).get("datasetVersion"))
-    if exceptions and not any(f.matches for f in findings):
-        explanation.similar = similar_records(db, " ".join(exc.message for exc in exceptions))
+    findings = []
+    for index, exc in enumerate(kept):
+        after = kept[index + 1] if index + 1 < len(kept) else following
+        findings.append(Finding(index, exc, matcher.match(exc.exc_type, exc.message, exc.frames), _is_root_cause(exc, after)))
+    explanation = Explanation(findings, meta(db).get("datasetVersion"), omitted=omitted)
+    if kept and not any(f.matches for f in findings):
+        explanation.similar = similar_records(db, " ".join(exc.message for exc in kept))
     return explanation
 
 
 def explain(source: str | BaseException | Iterable[str], db: Any = None) -> Explanation:
     """Explain a traceback or log text, an exception object, or lines of a log read lazily.
+
+    The first :data:`MAX_FINDINGS` exceptions found are explained; the rest are counted
+    (:attr:`Explanation.omitted`).
 
     ``db`` is a sqlite_utils Database, a path, or ``None`` for ``$ERRORDB_DB`` or the
     embedded default.
@@ -172,7 +197,9 @@ def explain(source: str | BaseException | Iterable[str], db: Any = None) -> Expl
     if isinstance(source, BaseException):
         source = "".join(traceback.format_exception(source))
     db = _as_db(db)
-    exceptions = parse_text(source) if isinstance(source, str) else list(iter_exceptions(source))
+    # Lines are parsed as they are read, and only the first MAX_FINDINGS exceptions are kept. A
+    # text is parsed whole (it is in memory already; parse_text puts rare interleavings in order).
+    exceptions = parse_text(source) if isinstance(source, str) else iter_exceptions(source)
     return explain_exceptions(exceptions, db)
 
 

@@ -1,8 +1,9 @@
 """Rendering explanations and records for people: the terminal and Markdown.
 
 Record text is untrusted: every piece of it passes :func:`clean` (no terminal escape sequences
-or other control characters reach the user's terminal), and Markdown output puts record text
-in code spans or escapes it, so a record cannot inject links or markup into a GitHub issue.
+or other control characters reach the user's terminal, and invisible formatting characters are
+shown as ``<U+XXXX>``), and Markdown output puts record text in code spans or escapes it, so a
+record cannot inject links or markup into a GitHub issue.
 """
 
 from __future__ import annotations
@@ -17,11 +18,43 @@ from errordb.snippet import snippet_lines
 
 _CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+# Characters that are not drawn but change how the text around them is drawn: Unicode's format
+# characters (category Cf) and the line and paragraph separators. The bidirectional embeddings,
+# overrides, isolates and marks (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C) make a
+# terminal or a browser show text in another order than it is read ("Trojan Source": code that
+# looks harmless and is not); zero-width spaces, word joiners, invisible operators, the BOM and
+# the tag characters hide text or split words invisibly. They are shown as <U+XXXX> rather than
+# removed, so the reader sees that the text was made to look different from what it is, and
+# where. Left as they are: the zero-width joiner and non-joiner (U+200C, U+200D), which emoji and
+# several scripts need to be drawn right and which reorder nothing.
+# (tests/test_render_invisible.py checks this against the running Python's Unicode database.)
+_INVISIBLE = re.compile(
+    "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b\u200e\u200f\u2028-\u202e"
+    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
+)
+# Control characters in a one-line message: shown as \xNN escapes (the line stays one line).
+_ONE_LINE_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def reveal_invisible(text: str) -> str:
+    """``text`` with each invisible formatting character (bidi controls...) written as ``<U+XXXX>``."""
+    if text.isascii():  # the common case, and none of them is ASCII
+        return text
+    return _INVISIBLE.sub(lambda m: f"<U+{ord(m.group()):04X}>", text)
 
 
 def clean(text: str | None) -> str:
-    """``text`` without terminal escape sequences and control characters (newlines and tabs stay)."""
-    return _CONTROL.sub("", text or "")
+    """``text`` for a terminal: without escape sequences and control characters (newlines and
+    tabs stay), invisible formatting characters shown as ``<U+XXXX>``."""
+    return reveal_invisible(_CONTROL.sub("", text or ""))
+
+
+def one_line(text: str) -> str:
+    """``text`` as one safe line: control characters (newlines, ESC...) written as ``\\xNN``,
+    invisible formatting characters as ``<U+XXXX>``. For error messages that quote untrusted
+    text (file names, command-line arguments, SQLite's messages quoting a damaged database)."""
+    return reveal_invisible(_ONE_LINE_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text))
 
 
 def site_urls(record: dict[str, Any]) -> tuple[str, str]:
@@ -186,10 +219,21 @@ def render_terminal(explanation: Any, db: Any, color: bool = False, width: int |
             if record is None:
                 continue
             blocks.append(render_record(record, color, width, reproduction_text(match.id)))
+    if explanation.omitted:
+        blocks.append(style.yellow(omitted_note(explanation)))
     if explanation.similar:
         blocks.append(style.cyan("Similar, not the same:"))
         blocks.extend(f"  - {clean(s['slug'])}: {clean(s['errorMessage'])}" for s in explanation.similar)
     return "\n\n".join(blocks)
+
+
+def omitted_note(explanation: Any) -> str:
+    """What explain leaves out of a long input (beyond :data:`errordb.explanation.MAX_FINDINGS`)."""
+    count = explanation.omitted
+    return (
+        f"… and {count:,} more exception{'s' if count != 1 else ''} not shown: explain reports the first "
+        f"{len(explanation.findings):,} exceptions of an input (explain a part of the log to see the others)."
+    )
 
 
 def reproduction_text(record_id: str) -> str | None:
@@ -248,6 +292,8 @@ def render_markdown(explanation: Any, db: Any) -> str:
             out.append(f"> {md_escape(finding.tell_apart)}")
         for match in finding.best:
             out.extend(record_markdown_sections(get_record(db, match.id), match))
+    if explanation.omitted:
+        out.append(f"_{omitted_note(explanation)}_")
     if explanation.similar:
         out.append("Similar, not the same: " + ", ".join(md_code_span(s["slug"]) for s in explanation.similar))
     return "\n\n".join(out) + "\n"

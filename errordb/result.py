@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from errordb.explanation import FORMAT_NAME, FORMAT_VERSION  # noqa: F401  (re-exported)
+from errordb.explanation import FORMAT_NAME, FORMAT_VERSION, MAX_FINDINGS  # noqa: F401  (re-exported)
 
 
 class _Strict(BaseModel):
@@ -78,9 +78,15 @@ class ExplainOut(_Strict):
     version: Literal[1]
     errordbVersion: str
     datasetVersion: str | None
-    exceptions: list[ExceptionOut]
-    matches: list[MatchOut] = Field(description="Every matched record across the input, best first.")
+    exceptions: list[ExceptionOut] = Field(description=f"The exceptions found, in input order; at most the first {MAX_FINDINGS:,} (see omittedExceptions).")
+    matches: list[MatchOut] = Field(description="Every record matched by the exceptions listed, best first.")
     similar: list[SimilarOut] = Field(description="When nothing matched: records with similar text, not the same error.")
+    omittedExceptions: int = Field(
+        0,
+        ge=0,
+        description=f"Exceptions found after the first {MAX_FINDINGS:,}, counted but not matched or listed. Present "
+        "only when there are some, so a complete document is valid against the schema as first published.",
+    )
 
 
 def explain_json_schema() -> dict:

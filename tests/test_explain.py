@@ -149,6 +149,38 @@ def test_json_output_validates_against_its_published_schema():
     assert document["format"] == "errordb.explain" and document["version"] == 1
 
 
+def test_past_the_cap_exceptions_are_counted_not_reported(monkeypatch):
+    """explain keeps the first MAX_FINDINGS exceptions and counts the rest: "omittedExceptions" in
+    JSON (valid against the schema), a closing note in text and Markdown. The last one kept still
+    knows it is a chain's root cause when its cause is past the cap."""
+    jsonschema = pytest.importorskip("jsonschema")
+    from errordb import explanation
+
+    monkeypatch.setattr(explanation, "MAX_FINDINGS", 1)
+    log = str(DATA / "kimi_k3_pp.log")
+    document = as_json("--file", log)
+    jsonschema.validate({k: v for k, v in document.items() if k != "_exit"}, explain_json_schema())
+    assert [(e["type"], e["rootCause"]) for e in document["exceptions"]] == [("NotImplementedError", True)]
+    assert document["omittedExceptions"] == 1 and top_ids(document) == [KIMI_PP_ERROR]
+    note = "… and 1 more exception not shown: explain reports the first 1 exceptions of an input"
+    assert note in run("--file", log, "--no-color").stdout
+    assert f"_{note}" in run("--file", log, "--format", "markdown").stdout
+    assert errordb.explain(open(log, encoding="utf-8")).omitted == 1  # lines read lazily: the same
+
+
+def test_a_complete_document_is_valid_against_the_schema_as_first_published():
+    """omittedExceptions is written only when something was left out, so version 1 stays
+    compatible: without it, the schema is the one first published (no other field allowed)."""
+    jsonschema = pytest.importorskip("jsonschema")
+    first = explain_json_schema()
+    del first["properties"]["omittedExceptions"]
+    assert first["additionalProperties"] is False
+    for name in ("kimi_k3_layer_ids.log", "kimi_k3_pp.log"):
+        document = json.loads(run("--file", str(DATA / name), "--format", "json").stdout)
+        assert "omittedExceptions" not in document
+        jsonschema.validate(document, first)
+
+
 def test_python_api_explains_text_and_exception_objects():
     result = errordb.explain((DATA / "bailing_layer_ids.log").read_text())
     assert result.matches[0][0].id == BAILING_VALUE_ERROR

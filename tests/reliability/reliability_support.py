@@ -75,3 +75,23 @@ def db_state(path: Path) -> tuple[str, str | None, str | None]:
         return check, meta.get("recordCount"), meta.get("contentHash")
     finally:
         conn.close()
+
+
+#: Characters that are not drawn but change how text is drawn ("Trojan Source"): the bidi
+#: embeddings, overrides, isolates and marks, and the invisible characters that hide or split
+#: text. Terminal and Markdown output show each as <U+XXXX>; none may reach them as it is.
+INVISIBLE = {
+    "LRE": "\u202a", "RLE": "\u202b", "PDF": "\u202c", "LRO": "\u202d", "RLO": "\u202e",
+    "LRI": "\u2066", "RLI": "\u2067", "FSI": "\u2068", "PDI": "\u2069",
+    "LRM": "\u200e", "RLM": "\u200f", "ALM": "\u061c",
+    "zero-width space": "\u200b", "word joiner": "\u2060", "BOM": "\ufeff", "soft hyphen": "\u00ad",
+    "tag A": "\U000e0041", "line separator": "\u2028", "paragraph separator": "\u2029",
+}  # fmt: skip
+# The Trojan Source paper's example, in Python: it reads as a comment after the comparison, but
+# the comparison really is with the whole string up to the last quote.
+TROJAN_LINE = 'if access_level != "user\u202e \u2066# Check if admin\u2069 \u2066":'
+
+
+def invisible_in(text: str) -> list[str]:
+    """The names of the INVISIBLE characters in ``text``."""
+    return [name for name, char in INVISIBLE.items() if char in text]

@@ -22,7 +22,7 @@ import pytest
 from helpers import BAILING_VALUE_ERROR, KIMI_VALUE_ERROR, REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reliability_support import run_cli
+from reliability_support import INVISIBLE, TROJAN_LINE, invisible_in, run_cli
 
 import errordb
 from errordb import parse, render
@@ -351,39 +351,76 @@ def test_an_exception_group_nested_1000_deep_is_capped(tmp_path, db, figures):
     )
 
 
-def test_ten_thousand_different_exceptions_are_all_reported(tmp_path, db, figures):
-    """Bound: all 10,000 distinct exceptions of one log are reported, in order (explain keeps every
-    finding: there is no cap), in under 8 KB of traced memory each for explain --format json as a
-    whole (the 6 MB document included); the top-level "matches" list names each matched record
-    once (2 here, for 1,000 Kimi tracebacks at different lines), so it is bounded by the dataset;
-    the JSON is valid and the text output lists every exception."""
-    blocks = []
-    for i in range(10_000):
-        if i % 10 == 0:  # the Kimi error, at a line of its own each time: 1,000 distinct copies
-            blocks.append(KIMI_TB.replace("line 2892", f"line {2000 + i}") + "\n")
-        else:
-            blocks.append(f'Traceback (most recent call last):\n  File "/app/job.py", line {i}, in run\n    work({i})\nRuntimeError: job {i} failed\n\n')
-    log = tmp_path / "many.log"
-    log.write_text("".join(blocks), encoding="utf-8")
+def many_exceptions_log(path: Path, count: int) -> Path:
+    """``count`` distinct tracebacks: RuntimeErrors at distinct lines, every tenth the Kimi error
+    (at a line of its own each time, so no two are alike)."""
+    with path.open("w", encoding="utf-8") as handle:
+        for i in range(count):
+            if i % 10 == 0:
+                handle.write(KIMI_TB.replace("line 2892", f"line {2000 + i}") + "\n")
+            else:
+                handle.write(f'Traceback (most recent call last):\n  File "/app/job.py", line {i}, in run\n    work({i})\n'
+                             f"RuntimeError: job {i} failed\n\n")  # fmt: skip
+    return path
 
+
+def test_ten_thousand_different_exceptions_are_capped_and_counted(tmp_path, db, figures):
+    """Bound: of 10,000 distinct exceptions in one log, the first MAX_FINDINGS (1,000) are reported,
+    in order, and the other 9,000 counted ("omittedExceptions" in JSON, "and 9,000 more exceptions
+    not shown" in text and Markdown), so explain --format json as a whole stays under 8 KB of
+    traced memory per reported exception plus 4 MB; the top-level "matches" list names each
+    matched record once (2 here, for 100 Kimi tracebacks at different lines); the JSON is valid."""
+    from errordb.explanation import MAX_FINDINGS
+
+    assert MAX_FINDINGS == 1000
+    log = many_exceptions_log(tmp_path / "many.log", 10_000)
     done, peak = traced_peak(lambda: run_cli("explain", "--db", db, "--file", log, "--format", "json"))
     document = json.loads(done.stdout)
     ExplainOut.model_validate(document)
     exceptions = document["exceptions"]
-    assert done.exit_code == 0 and len(exceptions) == 10_000
+    assert done.exit_code == 0 and len(exceptions) == 1000 and document["omittedExceptions"] == 9000
     assert [e["message"] for e in exceptions[1:3]] == ["job 1 failed", "job 2 failed"]
+    assert exceptions[-1]["message"] == "job 999 failed"
     assert [e["line"] for e in exceptions] == sorted(e["line"] for e in exceptions)
-    assert sum(bool(e["matches"]) for e in exceptions) == 1000
+    assert sum(bool(e["matches"]) for e in exceptions) == 100
     assert [m["id"] for m in document["matches"]] == [KIMI_VALUE_ERROR, BAILING_VALUE_ERROR]
-    assert peak < 8_000 * 10_000, peak
+    assert peak < 8_000 * 1000 + 4 * MB, peak
     text = run_cli("explain", "--db", db, "--file", log)
-    assert text.stdout.count("\n● ") + text.stdout.startswith("● ") == 10_000
+    assert text.stdout.count("\n● ") + text.stdout.startswith("● ") == 1000
+    assert "… and 9,000 more exceptions not shown" in text.stdout
+    markdown = run_cli("explain", "--db", db, "--file", log, "--format", "markdown")
+    assert markdown.stdout.count("\n### ") + markdown.stdout.startswith("### ") == 1000
+    assert "_… and 9,000 more exceptions not shown" in markdown.stdout
     figures.add(
         "10,000 different exceptions in one log",
         "9,000 RuntimeErrors and 1,000 Kimi ValueErrors at distinct lines",
         1,
-        f"all 10,000 reported in order; explain --format json peak {peak / MB:.1f} MB ({peak / 10_000 / 1e3:.1f} KB each); "
-        f"top-level matches: {len(document['matches'])} records; JSON {len(done.stdout) / MB:.1f} MB, text {len(text.stdout) / MB:.1f} MB",
+        f"the first 1,000 reported in order, 9,000 counted (omittedExceptions; 'and 9,000 more exceptions not shown'); "
+        f"explain --format json peak {peak / MB:.1f} MB; top-level matches: {len(document['matches'])} records; "
+        f"JSON {len(done.stdout) / MB:.1f} MB, text {len(text.stdout) / MB:.2f} MB",
+    )
+
+
+def test_the_cap_bounds_memory_in_the_number_of_exceptions(tmp_path, db, figures):
+    """Bound: explain --format json of 100,000 distinct exceptions peaks (traced memory) at most
+    1.25 x its peak on 10,000 + 1 MB, and under MAX_FINDINGS x 8 KB + 4 MB: past the cap, more
+    exceptions cost no memory. (Before the cap: 6.6 KB each, 65 MB for 10,000.)"""
+    peaks, sizes = {}, {}
+    for count in (10_000, 100_000):
+        log = many_exceptions_log(tmp_path / f"{count}.log", count)
+        sizes[count] = log.stat().st_size
+        done, peaks[count] = traced_peak(lambda: run_cli("explain", "--db", db, "--file", log, "--format", "json"))
+        document = json.loads(done.stdout)
+        assert len(document["exceptions"]) == 1000 and document["omittedExceptions"] == count - 1000
+        log.unlink()
+    assert peaks[100_000] <= 1.25 * peaks[10_000] + 1 * MB and peaks[100_000] < 8_000 * 1000 + 4 * MB, peaks
+    figures.add(
+        "100,000 different exceptions in one log (the cap)",
+        f"explain --format json of 10,000 and 100,000 distinct tracebacks ({sizes[10_000] / MB:.1f} and "
+        f"{sizes[100_000] / MB:.1f} MB)",
+        2,
+        f"1,000 reported each time, the rest counted; peak traced memory {peaks[10_000] / MB:.1f} MB (10,000) vs "
+        f"{peaks[100_000] / MB:.1f} MB (100,000)",
     )
 
 
@@ -454,6 +491,43 @@ def test_terminal_escapes_in_the_input_never_reach_the_terminal(tmp_path, db, fi
         f"{len(ESCAPES)} escape forms (7-bit and 8-bit) in classes, messages and frames; text (colour off/on), Markdown, JSON",
         4,
         "no control character or escape sequence from the input in any output; the escaped Kimi message still matched",
+    )
+
+
+def test_invisible_characters_in_the_input_are_shown_not_obeyed(tmp_path, db, figures):
+    """Bound: none of the bidi controls and invisible characters of INVISIBLE in an exception's
+    class position, message, notes or frames reaches the text (colour off and on) or Markdown
+    output as it is: each is shown as <U+XXXX>. JSON is data: it carries them exactly."""
+    # Not the line and paragraph separators: the parser reads them as line ends, as str.splitlines does.
+    hidden = "".join(char for name, char in INVISIBLE.items() if not name.endswith("separator"))
+    log = tmp_path / "trojan.log"
+    log.write_text(
+        "Traceback (most recent call last):\n"
+        f'  File "/app/{hidden}a.py", line 3, in check{hidden}\n'
+        f"    {TROJAN_LINE}\n"
+        f"PermissionError: access [{hidden}] denied\n\n"
+        f"ValueError: {TROJAN_LINE}\n\n" + KIMI_TB,
+        encoding="utf-8",
+    )
+    outputs = {}
+    for fmt, extra in (("text", "--no-color"), ("text", "--color"), ("markdown", "--no-color"), ("json", "--no-color")):
+        done = run_cli("explain", "--db", db, "--file", log, "--format", fmt, extra)
+        assert done.exit_code == 0, done.stderr
+        outputs[fmt, extra] = done.stdout
+        if fmt != "json":
+            assert invisible_in(done.stdout) == [], (fmt, extra)
+            shown = re.sub(r"\\(.)", r"\1", done.stdout)  # Markdown's backslash escapes undone
+            assert "access [<U+202A><U+202B><U+202C><U+202D><U+202E><U+2066>" in shown, (fmt, shown[:300])
+    assert 'ValueError: if access_level != "user<U+202E> <U+2066># Check if admin<U+2069> <U+2066>":' in outputs["text", "--no-color"]
+    document = json.loads(outputs["json", "--no-color"])
+    assert document["exceptions"][0]["message"] == f"access [{hidden}] denied"  # the data, exactly
+    assert document["matches"][0]["id"] == KIMI_VALUE_ERROR
+    figures.add(
+        "Invisible formatting characters in the input (explain)",
+        f"{len(hidden)} bidi controls and invisible characters in a message, a frame's file and function, and the "
+        "Trojan Source line as a message; text (colour off/on), Markdown, JSON",
+        4,
+        "none reaches the text or Markdown output as it is (each shown as <U+XXXX>); JSON carries them exactly",
     )
 
 

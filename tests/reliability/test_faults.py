@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import sqlite3
@@ -24,12 +25,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from helpers import REPO
 from reliability_support import COMPANIONS, assert_one_line_error, db_state, popen, run_cli, run_process, tree_digest
 
 sys.path.insert(0, str(REPO / "bench"))
 from generate import generate  # noqa: E402
 
+from errordb.cli import cli  # noqa: E402
 from errordb.store import meta, open_connection  # noqa: E402
 
 SEED = 20260901
@@ -587,12 +590,23 @@ def test_damaged_text_in_the_database_is_one_line_without_the_text(data, tmp_pat
     assert "\x1b" not in line and not (tmp_path / "out").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="errordb/cli.py prints SQLite's message as it is, and SQLite quotes the "
-                                       "undecodable text (newlines, escapes): the CLI's sqlite3.Error branch should make it one line")
-def test_show_of_damaged_text_is_one_line(data, tmp_path):
+def test_show_of_damaged_text_is_one_line(data, tmp_path, figures):
+    """SQLite's message for undecodable text quotes it ('A\\xff\\n ESC[2J B' here): show says in one
+    line that the file is damaged, with no control character in it, on a terminal too (click drops
+    escape sequences only when stderr is not one: the in-process run forces colour on)."""
     db = _invalid_utf8_copy(data["dbs"]["small-old"], tmp_path / "damaged.db", data["sample"]["id"])
     done = run_process("show", data["sample"]["id"], "--db", db)
-    assert_one_line_error(done.stderr, done.returncode, str(db))
+    assert_one_line_error(done.stderr, done.returncode, str(db), "damaged")
+    forced = CliRunner().invoke(cli, ["show", data["sample"]["id"], "--db", str(db)], color=True)
+    line = assert_one_line_error(forced.stderr, forced.exit_code, str(db), "damaged")
+    assert not re.search(r"[\x00-\x1f\x7f-\x9f]", line[:-1]), repr(line)
+    figures.add(
+        "Damaged text in the database (show)",
+        "a record's documentation set to invalid UTF-8 holding a newline and ESC [2J, then `errordb show` of it, "
+        "as a process and with colour forced on",
+        2,
+        "exit 2 and one line without control characters, twice: " + line.strip().replace(str(db), "FILE"),
+    )
 
 
 def test_a_swap_cut_between_its_two_renames_is_put_back_by_the_next_run(tmp_path, monkeypatch):

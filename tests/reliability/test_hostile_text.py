@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from helpers import KIMI_PP_ERROR, copy_records, envelope, write_envelope
-from reliability_support import run_cli
+from reliability_support import INVISIBLE, TROJAN_LINE, invisible_in, run_cli
 from test_site_dom import parse_html
 
 from errordb.cli import cli
@@ -252,3 +252,135 @@ def test_a_hand_edited_slug_with_escapes_does_not_reach_the_terminal(db, tmp_pat
     conn.close()
     result = run_cli("explain", "RuntimeError: Hostile zebra plain", "--db", path, "--no-color")
     assert_terminal_safe(result.stdout, color=False)
+
+
+# Invisible formatting characters ("Trojan Source") --------------------------------------------
+
+TROJAN_ID = "7e57b1d1c0ffee00"
+HIDDEN = "".join(INVISIBLE.values())
+
+
+def trojan_envelope() -> dict:
+    """A valid record with every INVISIBLE character in its message, prose, solutions and code,
+    and the Trojan Source line in its source snippet."""
+    data = envelope(KIMI_PP_ERROR)
+    record = data["record"]
+    record.update(
+        id=TROJAN_ID, slug="trojan-zebra", errorClass="RuntimeError", errorMessage=f"Trojan zebra [{HIDDEN}] end",
+        messagePattern=r"Trojan zebra .*", documentation=f"Docs [{HIDDEN}] {TROJAN_LINE}",
+        solutions=[f"Check [{HIDDEN}]"], exampleFix=f"{TROJAN_LINE}\n    grant()", validationCode=TROJAN_LINE,
+        triggerScenarios=f"When [{HIDDEN}]", tags=["evil"],
+    )  # fmt: skip
+    source = record["sourceCode"].split("\n")
+    source[0] = TROJAN_LINE
+    record["sourceCode"] = "\n".join(source)
+    return data
+
+
+@pytest.fixture(scope="module")
+def trojan_db(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("trojan")
+    records = copy_records(folder / "records")
+    write_envelope(records, trojan_envelope())
+    path = folder / "errordb.db"
+    result = run_cli("ingest", records, "--db", path, "-q")
+    assert result.exit_code == 0, result.stderr  # valid: the schema has no rule against them
+    return path
+
+
+TROJAN_COMMANDS = {
+    "explain": ["explain", "RuntimeError: Trojan zebra plain"],
+    "explain --color": ["explain", "RuntimeError: Trojan zebra plain", "--color"],
+    "explain --format markdown": ["explain", "RuntimeError: Trojan zebra plain", "--format", "markdown"],
+    "show": ["show", TROJAN_ID],
+    "show --color": ["show", TROJAN_ID, "--color"],
+    "show --format markdown": ["show", TROJAN_ID, "--format", "markdown"],
+}
+
+
+def test_invisible_characters_in_a_record_are_shown_not_obeyed(trojan_db, figures):
+    """explain and show (text, colour on and off, Markdown) show each bidi control and invisible
+    character of a record as <U+XXXX>: the terminal or the Markdown viewer never gets to reorder
+    or hide the text, and the reader sees where it was made to look different from what it is."""
+    for name, args in TROJAN_COMMANDS.items():
+        result = run_cli(*args, "--db", trojan_db)
+        assert result.exit_code == 0, (name, result.output)
+        assert invisible_in(result.stdout) == [], name
+        shown = re.sub(r"\\(.)", r"\1", result.stdout)  # Markdown's backslash escapes undone
+        assert "[<U+202A><U+202B><U+202C><U+202D><U+202E><U+2066><U+2067>" in shown, (name, shown[:400])
+        if "markdown" not in name:
+            assert 'if access_level != "user<U+202E> <U+2066># Check if admin<U+2069> <U+2066>":' in shown, name
+    figures.add(
+        "Invisible formatting characters in a record (explain, show)",
+        f"{len(INVISIBLE)} characters ({', '.join(INVISIBLE)}) in the message, prose, solutions, example fix and "
+        "source snippet (the Trojan Source line); explain and show as text (colour off and on) and Markdown",
+        len(TROJAN_COMMANDS),
+        "none reaches the output as it is: each is shown as <U+XXXX> where it was; the text around them is kept",
+    )
+
+
+def test_invisible_characters_in_a_record_are_shown_in_the_site_code(trojan_db, tmp_path, figures):
+    """On the site, code blocks (the message, the source snippet, the example fix, validation
+    code) show them as <U+XXXX> too: a browser would otherwise draw the Trojan Source line as the
+    harmless-looking one. (Prose and headings are left to the browser.)"""
+    site = tmp_path / "site"
+    assert run_cli("build", "--db", trojan_db, "--out", site, "-q").exit_code == 0
+    page = parse_html((site / "errors" / "trojan-zebra" / "index.html").read_text(encoding="utf-8"))
+    blocks = [node.text() for node in page.iter() if node.tag == "pre"]
+    assert blocks and not any(invisible_in(text) for text in blocks), [invisible_in(t) for t in blocks]
+    trojan = [t for t in blocks if "access_level" in t]
+    assert len(trojan) >= 3 and all("user<U+202E> <U+2066># Check if admin<U+2069> <U+2066>" in t for t in trojan), trojan
+    figures.add(
+        "Invisible formatting characters in a record (site)",
+        "the record above, built into the site: its page's code blocks (message, source snippet, example fix, validation code)",
+        len(blocks),
+        f"no bidi control or invisible character in any of the {len(blocks)} code blocks: each shown as <U+XXXX>",
+    )
+
+
+# Error messages quoting untrusted text -----------------------------------------------------------
+
+HOSTILE_NAME = "x\n\x1b[2J\x1b]0;pwned\x07y\u202ez\x9b"
+
+
+def _error_cases(tmp_path: Path, db: Path) -> dict[str, list[str]]:
+    blocker = tmp_path / f"file{HOSTILE_NAME}"
+    blocker.write_text("a file, not a folder", encoding="utf-8")
+    return {
+        "no such record (ErrordbError)": ["show", HOSTILE_NAME, "--db", db],
+        "unreadable log (ErrordbError)": ["explain", "--file", tmp_path / f"missing{HOSTILE_NAME}.log", "--db", db],
+        "no such database (ErrordbError)": ["explain", "x", "--db", tmp_path / f"missing{HOSTILE_NAME}.db"],
+        "a file in the way (OSError)": ["export", "--db", db, "--out", blocker / "api", "-q"],
+    }
+
+
+def test_error_messages_quoting_untrusted_text_are_one_safe_line(db, tmp_path, monkeypatch, figures):
+    """Errors quote file names, arguments and (internal errors) exception messages: newlines,
+    escape sequences, C1 and bidi controls in them are written as \\xNN or <U+XXXX>, so the error
+    stays one line and cannot drive the terminal (colour forced on: click keeps escapes then)."""
+    from click.testing import CliRunner
+
+    cases = _error_cases(tmp_path, db)
+    for name, args in cases.items():
+        result = CliRunner().invoke(cli, [str(a) for a in args], color=True)
+        assert result.exit_code in (1, 2), (name, result.exit_code, result.output)
+        line = result.stderr
+        assert line.startswith("errordb: ") and line.count("\n") == 1 and line.endswith("\n"), (name, line)
+        assert not _FORBIDDEN.search(line[:-1]) and "\x1b" not in line and not invisible_in(line), (name, line)
+        assert "x\\x0a\\x1b[2J\\x1b]0;pwned\\x07y<U+202E>z\\x9b" in line, (name, line)  # shown, escaped
+    from errordb import browse
+
+    def broken(*args, **kwargs):
+        raise RuntimeError(f"bug {HOSTILE_NAME}")
+
+    monkeypatch.setattr(browse, "show", broken)
+    result = CliRunner().invoke(cli, ["show", "x", "--db", str(db)], color=True)
+    assert result.exit_code == 70 and result.stderr.count("\n") == 1 and "\x1b" not in result.stderr, result.stderr
+    assert "internal error: RuntimeError: bug x\\x0a" in result.stderr
+    figures.add(
+        "Untrusted text in error messages (CLI)",
+        "a name with a newline, CSI and OSC sequences, BEL, U+202E and 8-bit CSI as a record key, a log file, a "
+        "database file, a file in the way of --out, and in an internal error's message; colour forced on",
+        len(cases) + 1,
+        "each error is one line with exit 1, 2 or 70; the name shown with \\xNN and <U+XXXX> escapes, no control character",
+    )
