@@ -20,8 +20,16 @@ from pygments.lexer import Lexer
 from pygments.lexers import BashLexer, PythonLexer, TextLexer
 from pygments.token import STANDARD_TYPES, _TokenType
 
+from errordb.site_lexing import JoinedRegexLexer
+
+from errordb.render import reveal_invisible
+
 #: Languages the site colours; anything else is shown as plain text.
 LANGUAGES = ("python", "shell", "text")
+
+
+class _FastPythonLexer(JoinedRegexLexer, PythonLexer):
+    """Pygments' Python lexer, its tokens found faster (most pages are one Python snippet)."""
 
 
 @functools.cache
@@ -29,7 +37,7 @@ def _lexer(language: str) -> Lexer:
     # stripnl=False keeps leading blank lines, which would otherwise shift every line number.
     options = {"stripnl": False, "stripall": False, "ensurenl": False}
     if language == "python":
-        return PythonLexer(**options)
+        return _FastPythonLexer(**options)
     if language == "shell":
         return BashLexer(**options)
     return TextLexer(**options)
@@ -58,29 +66,49 @@ def highlight_lines(source: str, language: str = "python") -> list[Markup]:
 def _highlight(source: str, language: str) -> list[Markup]:
     if not source:
         return []
-    # Each line is a list of [css class, text] runs; neighbours of one class are merged so
-    # pages stay small (a page per record, a million records).
-    lines: list[list[list[str]]] = [[]]
+    # Tokens become runs of one class; neighbours of one class are merged so pages stay small
+    # (a page per record, a million records). This loop runs once per token of every page, so
+    # it keeps the open run as a class and a list of pieces, and each line as finished HTML.
+    lines: list[str] = []
+    line: list[str] = []  # the current line's finished runs, as HTML
+    run_css: str | None = None  # the open run's class (None: the line has no run yet)
+    run: list[str] = []  # the open run's text
+    classes = _CLASSES
     for token_type, value in _lexer(language if language in LANGUAGES else "text").get_tokens(source):
-        css = _css_class(token_type)
-        for index, piece in enumerate(value.split("\n")):
-            if index:
-                lines.append([])
+        css = classes.get(token_type)
+        if css is None:
+            css = classes[token_type] = _css_class(token_type)
+        for index, piece in enumerate(value.split("\n") if "\n" in value else (value,)):
+            if index:  # a new line: close the open run and the line
+                if run_css is not None:
+                    line.append(_run_html(run_css, "".join(run)))
+                lines.append("".join(line))
+                line, run_css, run = [], None, []
             if not piece:
                 continue
-            runs = lines[-1]
-            if runs and (runs[-1][0] == css or not piece.strip()):
-                runs[-1][1] += piece  # white space joins whatever run it follows
+            if run_css is not None and (run_css == css or not piece.strip()):
+                run.append(piece)  # white space joins whatever run it follows
             else:
-                runs.append([css, piece])
-    # A source ending in "\n" does not have an extra, empty last line.
+                if run_css is not None:
+                    line.append(_run_html(run_css, "".join(run)))
+                run_css, run = css, [piece]
+    if run_css is not None:
+        line.append(_run_html(run_css, "".join(run)))
+    lines.append("".join(line))
+    # A source ending in "\n" does not have an extra, empty last line (a run is never empty).
     if source.endswith("\n") and len(lines) > 1 and not lines[-1]:
         lines.pop()
-    return [Markup("".join(_run_html(css, text) for css, text in runs)) for runs in lines]
+    return [Markup(html) for html in lines]
+
+
+#: Token type -> CSS class, filled as types are met (a dict lookup beats a cached call).
+_CLASSES: dict[_TokenType, str] = {}
 
 
 def _run_html(css: str, text: str) -> str:
-    text = escape(text, quote=False)
+    # Bidi controls would make the browser draw the code in another order than it runs
+    # ("Trojan Source"): shown as <U+XXXX>, as on the terminal.
+    text = escape(reveal_invisible(text), quote=False)
     return f'<span class="{css}">{text}</span>' if css and css != "w" else text
 
 

@@ -137,9 +137,13 @@ def candidate_ids(conn: sqlite3.Connection, record: dict[str, Any], tags: list[s
     add(r[0] for r in conn.execute(f"SELECT id FROM records WHERE filePath = ? AND repo = ? LIMIT {PER_SOURCE + 1}", [record["filePath"], record["repo"]]))
     if record.get("backgroundTag"):
         add(_around(conn, "SELECT id FROM records WHERE backgroundTag = ? AND rowid {op} ? ORDER BY rowid {order}", [record["backgroundTag"], rowid]))
+    # The record's own tag rows, by its primary key: asked by tag, SQLite would walk the tag's
+    # index, every record with the tag, for each page (quadratic over a build).
+    own_rows: dict[str, int] = {}
+    for tag, own in conn.execute("SELECT tag, rowid FROM record_tags WHERE record_id = ? ORDER BY rowid", [record["id"]]):
+        own_rows.setdefault(tag, own)
     for tag in tags[:3]:
-        own = conn.execute("SELECT coalesce(min(rowid), 0) FROM record_tags WHERE record_id = ? AND tag = ?", [record["id"], tag]).fetchone()[0]
-        add(_around(conn, "SELECT record_id FROM record_tags WHERE tag = ? AND rowid {op} ? ORDER BY rowid {order}", [tag, own]))
+        add(_around(conn, "SELECT record_id FROM record_tags WHERE tag = ? AND rowid {op} ? ORDER BY rowid {order}", [tag, own_rows.get(tag, 0)]))
     # Similar wording: records holding all of the message's longest words, then records holding
     # one of its three longest. An AND costs what its rarest word costs (unlike one big OR), and
     # reading around the record's rowid instead of ranking every match keeps common words cheap;

@@ -14,6 +14,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
+from errordb.render import reveal_invisible
 from errordb.site_highlight import code_block
 from errordb.site_text import rich_text, safe_https_url, shorten
 
@@ -48,6 +49,7 @@ def environment(templates: Path) -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(rich=rich_text, shorten=shorten, https=safe_https_url, plural=_plural)
+    # visible: bidi controls and invisible characters as <U+XXXX>, for text shown as code.
+    env.filters.update(rich=rich_text, shorten=shorten, https=safe_https_url, plural=_plural, visible=reveal_invisible)
     env.globals.update(link=_link, asset=_asset, code=_code)
     return env
