@@ -543,6 +543,11 @@ def test_drafts_are_accepted_by_ingest_and_shown_as_drafts_by_the_site(tmp_path)
     build_site(db_path, tmp_path / "site")
     page = (tmp_path / "site" / "errors" / draft["slug"] / "index.html").read_text(encoding="utf-8")
     assert 'href="../../tags/draft/index.html">draft</a>' in page  # the record's page names it a draft
+    # It says what is missing instead of showing empty sections, and claims no analysis.
+    assert 'id="draft"' in page and "Not analysed yet." in page and 'id="when"' not in page
+    assert "Harvested draft from" in page and "AI-assisted" not in page
+    reviewed = next((tmp_path / "site" / "errors").glob("dspark-*/index.html")).read_text(encoding="utf-8")
+    assert 'id="draft"' not in reviewed and 'id="when"' in reviewed and "AI-assisted analysis of" in reviewed
     listing = (tmp_path / "site" / "tags" / "draft" / "index.html").read_text(encoding="utf-8")
     assert draft["slug"] in listing  # and tags/draft/ lists what awaits analysis
     assert "dspark" not in listing  # reviewed records are not in it

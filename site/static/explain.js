@@ -215,7 +215,10 @@
     var a = components(framePath), b = components(recordPath);
     var common = 0;
     while (common < Math.min(a.length, b.length) && a[a.length - 1 - common] === b[b.length - 1 - common]) common++;
-    return common >= Math.min(b.length, 2);
+    if (common >= Math.min(b.length, 2)) return true;
+    // CPython's Lib/ is installed as lib/pythonX.Y/: Lib/argparse.py shares only its file name.
+    return b.length >= 2 && b[0] === "Lib" && common === b.length - 1 &&
+      a.length > common && /^python\d+(?:\.\d+)?t?$/.test(a[a.length - 1 - common]);
   }
 
   function bestFrame(record, frames) {
