@@ -595,7 +595,9 @@ def build(db_path: Path | None, out: Path, base_url: str, incremental: bool, job
     sitemap.xml. Everything works from file:// and under any sub-path; nothing is fetched from
     other hosts. The site is built beside OUT and swapped into place: a failed build leaves the
     previous site as it was. Two builds of the same database are byte-identical; with
-    --incremental only pages whose inputs changed are rendered again.
+    --incremental only pages whose inputs changed are rendered again, and only the error pages
+    that a changed record can reach are even looked at (each build keeps what it needs for that
+    in a cache file under $ERRORDB_CACHE/builds/; without it every page's inputs are read).
 
     \b
     Example:

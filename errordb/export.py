@@ -69,15 +69,19 @@ def write_api(
     base_url: str = "/",
     page_size: int = DEFAULT_PAGE_SIZE,
     page_bytes: int = DEFAULT_PAGE_BYTES,
+    previous: Path | None = None,
 ) -> None:
     """Write the whole API into ``out_dir``, an existing empty folder.
 
     ``db`` is an open store (sqlite_utils Database or sqlite3 connection). ``base_url`` is where
     the site is served; the API is expected at ``<base_url>api/``, which is what its links
-    (``jsonUrl``, page URLs, OpenAPI ``servers``) say. Nothing here is atomic: a failure leaves
-    ``out_dir`` half-written (use :func:`export_api` for that).
+    (``jsonUrl``, page URLs, OpenAPI ``servers``) say. ``previous`` is an API written before
+    (an incremental site build's): a record file there whose SHA-256 is the record's
+    ``contentHash`` holds exactly the bytes this export would write, so it is linked, not
+    rebuilt. Nothing here is atomic: a failure leaves ``out_dir`` half-written (use
+    :func:`export_api` for that).
     """
-    _write(db, OutputTree(Path(out_dir)), Urls.for_site(base_url), Paging(page_size, page_bytes))
+    _write(db, OutputTree(Path(out_dir)), Urls.for_site(base_url), Paging(page_size, page_bytes), previous=previous)
 
 
 def export_api(
@@ -110,12 +114,12 @@ def export_api(
     return ExportReport(Path(out), records, tree.files, tree.bytes, time.perf_counter() - started)
 
 
-def _write(db: Any, tree: OutputTree, urls: Urls, paging: Paging, progress: Callable[[int], None] | None = None) -> int:
+def _write(db: Any, tree: OutputTree, urls: Urls, paging: Paging, progress: Callable[[int], None] | None = None, previous: Path | None = None) -> int:
     """Every file of the API; returns the number of records."""
     from errordb.store import meta
 
     with _read_snapshot(db):
-        count = _write_records(db, tree, progress)
+        count = _write_records(db, tree, progress, previous)
         write_listings(db, tree, urls, paging)
         stats = meta(db)
     explain = _write_schemas(tree)
@@ -138,21 +142,18 @@ def _read_snapshot(db: Any) -> Iterator[None]:
         conn.rollback()  # it only read
 
 
-def _write_records(db: Any, tree: OutputTree, progress: Callable[[int], None] | None = None) -> int:
+def _write_records(db: Any, tree: OutputTree, progress: Callable[[int], None] | None = None, previous: Path | None = None) -> int:
     """``errors/<id>.json`` and ``errors/<id>`` for each record, and the two bulk files, in one pass."""
-    from errordb.schema import canonical_json
-    from errordb.store import iter_envelopes
-
     count = 0
     with tree.open(layout.ALL_JSONL) as jsonl_file, tree.open(layout.ALL_ZIP) as zip_file:
         jsonl, archive = JsonLinesGzip(jsonl_file), StreamingZip(zip_file)
-        for envelope in iter_envelopes(db):
-            text = canonical_json(envelope)
-            data = text.encode("utf-8")
-            record_id = envelope.record.id
-            tree.write_bytes(layout.record_path(record_id), data)
+        for record_id, data, old in _record_files(db, previous):
+            if old is None:
+                tree.write_bytes(layout.record_path(record_id), data)
+            else:
+                tree.adopt(old, layout.record_path(record_id))
             tree.link(layout.record_path(record_id), layout.record_alias_path(record_id))
-            jsonl.add(text)
+            jsonl.add(data.decode("utf-8"))
             archive.add(f"{record_id}.json", data)
             count += 1
             if progress and count % 1000 == 0:
@@ -162,6 +163,39 @@ def _write_records(db: Any, tree: OutputTree, progress: Callable[[int], None] | 
     if progress:
         progress(count)
     return count
+
+
+def _record_files(db: Any, previous: Path | None) -> Iterator[tuple[str, bytes, Path | None]]:
+    """(id, file bytes, the previous API's identical file or None) of every record, by id."""
+    from errordb.schema import canonical_json
+    from errordb.store import iter_envelopes
+
+    if previous is None:
+        for envelope in iter_envelopes(db):
+            yield envelope.record.id, canonical_json(envelope).encode("utf-8"), None
+        return
+    conn = getattr(db, "conn", db)
+    cursor = conn.execute("SELECT id, contentHash FROM records ORDER BY id")
+    while rows := cursor.fetchmany(1000):
+        fresh: list[str] = []
+        found: dict[str, tuple[bytes, Path]] = {}
+        for record_id, content_hash in rows:
+            old = previous / layout.record_path(record_id)  # the id is 16 hex digits (checked on ingest)
+            try:
+                data = old.read_bytes() if not old.is_symlink() else b""
+            except OSError:
+                data = b""
+            if data and hashlib.sha256(data).hexdigest() == content_hash:
+                found[record_id] = (data, old)
+            else:
+                fresh.append(record_id)
+        if fresh:
+            marks = ",".join("?" * len(fresh))
+            for envelope in iter_envelopes(db, where=f"id IN ({marks})", params=fresh):
+                found[envelope.record.id] = (canonical_json(envelope).encode("utf-8"), None)  # type: ignore[assignment]
+        for record_id, _ in rows:
+            data, old = found[record_id]
+            yield record_id, data, old
 
 
 def _write_schemas(tree: OutputTree) -> int | None:

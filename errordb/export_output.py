@@ -98,7 +98,11 @@ class OutputTree:
         A hard link costs no space: at a million records the extension-less record URLs would
         otherwise double the size of ``errors/``.
         """
-        source, target = self.path(existing), self.path(relative)
+        self.adopt(self.path(existing), relative)
+
+    def adopt(self, source: Path, relative: str) -> None:
+        """Make ``relative`` a name of the file ``source`` (in the tree or not; a copy where links fail)."""
+        target = self.path(relative)
         try:
             os.link(source, target)
         except FileExistsError:

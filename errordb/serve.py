@@ -145,6 +145,9 @@ class Preview:
         return "; ".join(parts)
 
     def close(self) -> None:
+        from errordb.site_changes import forget
+
+        forget(self.site)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 

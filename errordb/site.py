@@ -22,7 +22,10 @@ How it is built:
   (each worker opens the store itself, read-only); small sets render in-process.
 - *Incremental*: a page's input hash covers everything it shows (its context), the templates,
   the site code and the options. With ``incremental=True`` a page whose hash is the one in the
-  old manifest is hard-linked from the old build instead of rendered again.
+  old manifest is hard-linked from the old build instead of rendered again. With the previous
+  build's cache (:mod:`errordb.site_changes`) an error page that no changed record can reach is
+  linked without even reading its inputs, and the API's record files whose content hash is
+  unchanged are linked too.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from typing import Any
 
 import sqlite_utils
 
+from errordb import site_changes
 from errordb import site_pages as pages
 from errordb import site_paths as paths
 from errordb.atomic import replaced_dir
@@ -73,10 +77,13 @@ class BuildReport:
     reused: int = 0
     workers: int = 1
     seconds: float = 0.0
+    #: Records changed since the previous build (None: not known, every page's inputs were read).
+    changed: int | None = None
 
     def summary(self) -> str:
+        changed = f", {self.changed} record{'s' if self.changed != 1 else ''} changed" if self.changed is not None else ""
         return (
-            f"{self.out}: {self.pages} pages, {self.rendered} rendered, {self.reused} unchanged"
+            f"{self.out}: {self.pages} pages, {self.rendered} rendered, {self.reused} unchanged{changed}"
             f" ({self.workers} process{'es' if self.workers != 1 else ''}) in {self.seconds:.2f}s"
         )
 
@@ -158,6 +165,7 @@ class _Config:
     scratch: str
     staging: str
     previous: str | None  # the old build to reuse pages from, when incremental
+    changes: bool  # the ``affected`` table lists the only records whose pages may have changed
     base_url: str
     environment: str
     templates: str
@@ -175,49 +183,106 @@ def _build(
     record_count = db.execute("SELECT count(*) FROM records").fetchone()[0]
     workers = _worker_count(jobs, record_count, db_path)
     report = BuildReport(out=out, workers=workers)
-    with tempfile.TemporaryDirectory(prefix="errordb-build-") as scratch_name, replaced_dir(out) as staging:
-        scratch = Path(scratch_name)
-        (scratch / "entries").mkdir()
-        work = sqlite3.connect(scratch / "work.sqlite")
+    old_cache = None
+    removed: set[str] = set()
+    with site_changes.new_cache_file(out) as new_cache:
         try:
-            pages.build_shared_message_table(db.conn, work)
-            previous = out if incremental and _load_manifest(out, environment, work) else None
-        finally:
-            work.close()
-        config = _Config(db_path, str(scratch), str(staging), str(previous) if previous else None, base_url, environment, str(templates), meta(db).get("datasetVersion") or "")
-        tasks = list(_plan(db))
-        if workers > 1:
-            context = multiprocessing.get_context("spawn")  # never fork a process holding SQLite handles
-            with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(config,)) as pool:
-                futures = [pool.submit(_run_task, index, task) for index, task in enumerate(tasks)]
+            with tempfile.TemporaryDirectory(prefix="errordb-build-") as scratch_name, replaced_dir(out) as staging:
+                scratch = Path(scratch_name)
+                (scratch / "entries").mkdir()
+                (scratch / "windows").mkdir()
+                work = sqlite3.connect(scratch / "work.sqlite")
                 try:
-                    _write_api(db, staging, base_url)  # in this process, while the workers render
-                    results = []
-                    for future in futures:
-                        results.append(future.result())
-                        progress(len(results), len(tasks))
-                except BaseException:
-                    pool.shutdown(cancel_futures=True)  # one failure fails the build: stop the rest
-                    raise
-        else:
-            _init_worker(config, db.conn)
-            try:
-                results = []
-                for index, task in enumerate(tasks):
-                    results.append(_run_task(index, task))
-                    progress(len(results), len(tasks))
-            finally:
-                _close_worker()
-            _write_api(db, staging, base_url)
-        for html_pages, rendered, reused in results:
-            report.pages += html_pages
-            report.rendered += rendered
-            report.reused += reused
-        extra = _copy_static(templates, staging)
-        extra += _write_search_meta(staging, record_count)
-        extra += _write_sitemaps(scratch, staging, len(tasks), report.pages, base_url, templates)
-        _write_manifest(scratch, staging, len(tasks), environment, extra)
+                    pages.build_shared_message_table(db.conn, work)
+                    previous = out if incremental and _load_manifest(out, environment, work) else None
+                    if previous is not None:
+                        old_cache = site_changes.open_cache(out, out / MANIFEST)
+                        if old_cache is not None:
+                            removed = _find_affected(db.conn, old_cache, work, report)
+                finally:
+                    work.close()
+                config = _Config(
+                    db_path, str(scratch), str(staging), str(previous) if previous else None, old_cache is not None,
+                    base_url, environment, str(templates), meta(db).get("datasetVersion") or "",
+                )  # fmt: skip
+                _render(db, config, staging, record_count, workers, report, progress)
+                windows, computed = _asked(scratch)
+                previous_cache = site_changes.cache_path(out) if old_cache is not None else None
+                site_changes.write_cache(new_cache, out, db.conn, windows, computed, previous_cache, computed | removed, staging / MANIFEST)
+        finally:
+            if old_cache is not None:
+                old_cache.close()
+        site_changes.install_cache(out, new_cache)
     return report
+
+
+def _find_affected(store: sqlite3.Connection, old_cache: sqlite3.Connection, work: sqlite3.Connection, report: BuildReport) -> set[str]:
+    """Fill ``work``'s ``affected`` table (the records whose pages may differ from the old
+    build); returns the ids of the records removed since."""
+    from errordb.site_repro import covered_records
+
+    affected, report.changed, removed = site_changes.affected_records(store, old_cache, covered_records())
+    work.execute("CREATE TABLE affected (id TEXT PRIMARY KEY)")
+    work.executemany("INSERT INTO affected VALUES (?)", ((record_id,) for record_id in sorted(affected)))
+    work.commit()
+    return removed
+
+
+def _asked(scratch: Path) -> tuple[Iterator[site_changes.Asked], set[str]]:
+    """The questions of the pages rendered from their inputs, and their record ids."""
+    files = sorted((scratch / "windows").iterdir())
+    computed: set[str] = set()
+    for file in files:
+        computed.update(json.loads(file.read_text(encoding="utf-8"))["computed"])
+
+    def windows() -> Iterator[site_changes.Asked]:
+        for file in files:
+            for window in json.loads(file.read_text(encoding="utf-8"))["windows"]:
+                yield tuple(window)  # type: ignore[misc]
+
+    return windows(), computed
+
+
+def _render(
+    db: sqlite_utils.Database, config: _Config, staging: Path, record_count: int, workers: int, report: BuildReport,
+    progress: Callable[[int, int], None],
+) -> None:
+    """Every page, the API, the static files, sitemaps and the manifest, into ``staging``."""
+    scratch = Path(config.scratch)
+    templates = Path(config.templates)
+    base_url, environment = config.base_url, config.environment
+    tasks = list(_plan(db))
+    if workers > 1:
+        context = multiprocessing.get_context("spawn")  # never fork a process holding SQLite handles
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(config,)) as pool:
+            futures = [pool.submit(_run_task, index, task) for index, task in enumerate(tasks)]
+            try:
+                _write_api(db, staging, base_url, config.previous)  # in this process, while the workers render
+                results = []
+                for future in futures:
+                    results.append(future.result())
+                    progress(len(results), len(tasks))
+            except BaseException:
+                pool.shutdown(cancel_futures=True)  # one failure fails the build: stop the rest
+                raise
+    else:
+        _init_worker(config, db.conn)
+        try:
+            results = []
+            for index, task in enumerate(tasks):
+                results.append(_run_task(index, task))
+                progress(len(results), len(tasks))
+        finally:
+            _close_worker()
+        _write_api(db, staging, base_url, config.previous)
+    for html_pages, rendered, reused in results:
+        report.pages += html_pages
+        report.rendered += rendered
+        report.reused += reused
+    extra = _copy_static(templates, staging)
+    extra += _write_search_meta(staging, record_count)
+    extra += _write_sitemaps(scratch, staging, len(tasks), report.pages, base_url, templates)
+    _write_manifest(scratch, staging, len(tasks), environment, extra)
 
 
 def _worker_count(jobs: int | None, record_count: int, db_path: str | None) -> int:
@@ -228,12 +293,13 @@ def _worker_count(jobs: int | None, record_count: int, db_path: str | None) -> i
     return min(2, os.cpu_count() or 1) if record_count >= POOL_THRESHOLD else 1
 
 
-def _write_api(db: sqlite_utils.Database, staging: Path, base_url: str) -> None:
+def _write_api(db: sqlite_utils.Database, staging: Path, base_url: str, previous: str | None) -> None:
     # Imported here: the API export is its own module (issue 6); a build without it is an error.
     from errordb.export import write_api
 
     (staging / "api").mkdir()
-    write_api(db, staging / "api", base_url=base_url)
+    old_api = Path(previous) / "api" if previous else None
+    write_api(db, staging / "api", base_url=base_url, previous=old_api if old_api and old_api.is_dir() else None)
 
 
 # Planning ---------------------------------------------------------------------------------------
@@ -320,14 +386,44 @@ class _Renderer:
     def run(self, index: int, task: tuple[Any, ...]) -> tuple[int, int, int]:
         self.entries = []
         self.html = self.rendered = self.reused = 0
-        for page in self._pages(task):
-            self.page(*page)
         if task[0] == "records":
             _, chunk, first, last = task
+            self._records(index, first, last)
             self.json(("search", f"chunk-{chunk}.json"), pages.search_chunk(self.source, first, last))
+        else:
+            for page in self._pages(task):
+                self.page(*page)
         with open(Path(self.config.scratch) / "entries" / f"{index:08d}.json", "w", encoding="utf-8") as handle:
             json.dump(self.entries, handle, separators=(",", ":"))
         return self.html, self.rendered, self.reused
+
+    def _records(self, index: int, first: str, last: str) -> None:
+        """The error pages of one batch: reused untouched when no change can reach them, else
+        rendered from their inputs (and reused after all when their input hash is the old one)."""
+        rows = self.conn.execute("SELECT id, slug FROM records WHERE id BETWEEN ? AND ? ORDER BY id", [first, last]).fetchall()
+        entries: dict[str, list[tuple[str, str, str]]] = {}
+        pending = []
+        affected = None
+        if self.config.changes:
+            affected = {row[0] for row in self.work.execute("SELECT id FROM affected WHERE id BETWEEN ? AND ?", [first, last])}
+        for record_id, slug in rows:
+            if affected is not None and record_id not in affected:
+                self.entries = []
+                if self._reuse((*paths.record_dir(slug), "index.html"), None):
+                    self.html += 1
+                    self.reused += 1
+                    entries[record_id] = self.entries
+                    continue
+            pending.append(record_id)
+        windows: dict[str, list[Any]] = {}
+        for record_id, page in pages.record_pages(self.source, first, last, pending if affected is not None else None, windows):
+            self.entries = []
+            self.page(*page)
+            entries[record_id] = self.entries
+        self.entries = [entry for record_id, _ in rows for entry in entries.get(record_id, [])]
+        asked = {"computed": sorted(windows), "windows": [[record_id, *window] for record_id in sorted(windows) for window in windows[record_id]]}
+        with open(Path(self.config.scratch) / "windows" / f"{index:08d}.json", "w", encoding="utf-8") as handle:
+            json.dump(asked, handle, separators=(",", ":"))
 
     def _pages(self, task: tuple[Any, ...]) -> Iterator[pages.Page]:
         kind, source = task[0], self.source
@@ -352,8 +448,6 @@ class _Renderer:
         elif kind == "repos":
             for repo in task[1]:
                 yield from pages.repo_pages(source, repo)
-        elif kind == "records":
-            yield from pages.record_pages(source, task[2], task[3])
         else:  # pragma: no cover - the plan only makes the kinds above
             raise SiteError(f"unknown build task {kind!r}")
 
@@ -381,13 +475,15 @@ class _Renderer:
         if not self._reuse(path, key):
             self._write(path, key, text.encode("utf-8"))
 
-    def _reuse(self, path: tuple[str, ...], key: str) -> bool:
+    def _reuse(self, path: tuple[str, ...], key: str | None) -> bool:
+        """Link the old build's file when its input hash is ``key`` (``None``: whatever it is)."""
         if self.previous is None:
             return False
         name = "/".join(path)
         row = self.work.execute("SELECT key, sha FROM previous WHERE path = ?", [name]).fetchone()
-        if row is None or row[0] != key:
+        if row is None or (key is not None and row[0] != key):
             return False
+        key = row[0]
         old = self.previous.joinpath(*path)
         if not old.is_file() or old.is_symlink():
             return False
@@ -411,10 +507,9 @@ def output_path(root: Path, path: tuple[str, ...]) -> Path:
     """The file ``path`` under ``root``, refusing any name that could leave ``root``."""
     if not path or any(not isinstance(part, str) or not _FILE_NAME.fullmatch(part) for part in path):
         raise SiteError(f"refusing to write {'/'.join(map(str, path))!r}: not a plain page name")
-    target = root.joinpath(*path)
-    if not target.resolve().is_relative_to(root.resolve()):  # pragma: no cover - the names above cannot
-        raise SiteError(f"refusing to write {target}: outside the output folder")
-    return target
+    # Each part is a plain name (no "..", no separator), and every folder under the staging root
+    # was made by this build (no symbolic links in it), so the file is inside root.
+    return root.joinpath(*path)
 
 
 def input_key(environment: str, template: str, context: Any) -> str:

@@ -111,17 +111,32 @@ def build_shared_message_table(conn: sqlite3.Connection, work: sqlite3.Connectio
 # Error pages ----------------------------------------------------------------------------------
 
 
-def record_pages(source: Source, first_id: str, last_id: str) -> Iterator[Page]:
-    """The pages of the records with ids from ``first_id`` to ``last_id``, in id order."""
+def record_pages(
+    source: Source, first_id: str, last_id: str, only: list[str] | None = None,
+    windows: dict[str, list[site_related.Window]] | None = None,
+) -> Iterator[tuple[str, Page]]:
+    """(id, page) of the records with ids from ``first_id`` to ``last_id`` (or only the ids
+    ``only`` among them), in id order; ``windows`` receives each page's questions by id."""
     from errordb.store import iter_envelopes
 
-    functions = dict(source.conn.execute("SELECT id, function FROM records WHERE id BETWEEN ? AND ?", [first_id, last_id]))
-    for envelope in iter_envelopes(source.conn, where="id BETWEEN ? AND ?", params=[first_id, last_id]):  # type: ignore[arg-type]
-        yield record_page(source, envelope.record, envelope.datasetVersion, functions.get(envelope.record.id))
+    where, params = "id BETWEEN ? AND ?", [first_id, last_id]
+    if only is not None:
+        if not only:
+            return
+        where += f" AND id IN ({','.join('?' * len(only))})"
+        params += only
+    functions = dict(source.conn.execute(f"SELECT id, function FROM records WHERE {where}", params))
+    for envelope in iter_envelopes(source.conn, where=where, params=params):  # type: ignore[arg-type]
+        record_id = envelope.record.id
+        asked = windows.setdefault(record_id, []) if windows is not None else None
+        yield record_id, record_page(source, envelope.record, envelope.datasetVersion, functions.get(record_id), asked)
 
 
-def record_page(source: Source, record: Record, dataset_version: str, function: str | None) -> Page:
-    """The error page of one record: every section of the reference page, as data."""
+def record_page(source: Source, record: Record, dataset_version: str, function: str | None, windows: list[site_related.Window] | None = None) -> Page:
+    """The error page of one record: every section of the reference page, as data.
+
+    ``windows``, when given, receives the questions asked for its related errors.
+    """
     data = record.model_dump(mode="json")
     P.record_id(data["id"])
     path = (*P.record_dir(data["slug"]), "index.html")
@@ -149,7 +164,7 @@ def record_page(source: Source, record: Record, dataset_version: str, function: 
                 "errorClass": r.errorClass, "repo": r.repo, "filePath": r.filePath, "fileName": r.filePath.rsplit("/", 1)[-1],
                 "lineNumber": r.lineNumber, "reasons": list(r.reasons),
             }  # fmt: skip
-            for r in site_related.related_records(source.conn, {**data, "function": function}, data["tags"], same)
+            for r in site_related.related_records(source.conn, {**data, "function": function}, data["tags"], same, windows=windows)
         ],
         "repro": _repro(data),
         "datasetVersion": dataset_version,

@@ -118,15 +118,29 @@ def rank(record: dict[str, Any], candidates: Iterable[dict[str, Any]], tags: dic
     return scored[:limit]
 
 
-def candidate_ids(conn: sqlite3.Connection, record: dict[str, Any], tags: list[str], same_message: Iterable[str] = ()) -> list[str]:
+#: One question :func:`candidate_ids` asked, for incremental builds: ``(kind, key, lo, hi)``.
+#: Its answers are exactly the rows that match ``key`` with a rowid in ``lo..hi`` (``None``: no
+#: bound), so a changed row can change the answer only if it matches and falls inside.
+#: kind ``file`` (key ``repo\0filePath``), ``family`` (the tag) or ``words`` (key: the
+#: full-text words, space-separated) over rowids of ``records``; ``tag`` over record ids.
+Window = tuple[str, str, "int | str | None", "int | str | None"]
+
+
+def candidate_ids(
+    conn: sqlite3.Connection, record: dict[str, Any], tags: list[str], same_message: Iterable[str] = (),
+    windows: list[Window] | None = None,
+) -> list[str]:
     """Ids of records worth scoring for ``record``: a few capped questions, each an index seek.
 
     ``same_message`` are the ids already known to share the record's message (the site build
     finds them in one pass over the store; there is no index on message text). Family, tag and
     word neighbours are read *around* the record's own row (:func:`_around`), so a large family
     does not send every page to the same few records, and no question reads more than
-    :data:`PER_SOURCE` rows however large the dataset.
+    :data:`PER_SOURCE` rows however large the dataset. ``windows``, when given, receives each
+    question asked (:data:`Window`): :mod:`errordb.site_changes` uses them to find the pages
+    that a changed record can reach.
     """
+    trace = windows if windows is not None else []
     found: dict[str, None] = dict.fromkeys(same_message)
     row = conn.execute("SELECT rowid FROM records WHERE id = ?", [record["id"]]).fetchone()
     rowid = row[0] if row else 0
@@ -134,16 +148,14 @@ def candidate_ids(conn: sqlite3.Connection, record: dict[str, Any], tags: list[s
     def add(ids: Iterable[Any]) -> None:
         found.update(dict.fromkeys(ids))
 
-    add(r[0] for r in conn.execute(f"SELECT id FROM records WHERE filePath = ? AND repo = ? LIMIT {PER_SOURCE + 1}", [record["filePath"], record["repo"]]))
+    same_file = conn.execute(f"SELECT id, rowid FROM records WHERE filePath = ? AND repo = ? ORDER BY rowid LIMIT {PER_SOURCE + 1}", [record["filePath"], record["repo"]]).fetchall()
+    add(r[0] for r in same_file)
+    trace.append(("file", f"{record['repo']}\0{record['filePath']}", None, same_file[-1][1] if len(same_file) > PER_SOURCE else None))
     if record.get("backgroundTag"):
-        add(_around(conn, "SELECT id FROM records WHERE backgroundTag = ? AND rowid {op} ? ORDER BY rowid {order}", [record["backgroundTag"], rowid]))
-    # The record's own tag rows, by its primary key: asked by tag, SQLite would walk the tag's
-    # index, every record with the tag, for each page (quadratic over a build).
-    own_rows: dict[str, int] = {}
-    for tag, own in conn.execute("SELECT tag, rowid FROM record_tags WHERE record_id = ? ORDER BY rowid", [record["id"]]):
-        own_rows.setdefault(tag, own)
+        add(_around(conn, "SELECT id, rowid FROM records WHERE backgroundTag = ? AND rowid {op} ? ORDER BY rowid {order}", [record["backgroundTag"], rowid], trace, "family"))
+    # Around the record's id in the (tag, record_id) index: an index seek, whatever the tag's size.
     for tag in tags[:3]:
-        add(_around(conn, "SELECT record_id FROM record_tags WHERE tag = ? AND rowid {op} ? ORDER BY rowid {order}", [tag, own_rows.get(tag, 0)]))
+        add(_around(conn, "SELECT DISTINCT record_id, record_id FROM record_tags WHERE tag = ? AND record_id {op} ? ORDER BY record_id {order}", [tag, record["id"]], trace, "tag"))
     # Similar wording: records holding all of the message's longest words, then records holding
     # one of its three longest. An AND costs what its rarest word costs (unlike one big OR), and
     # reading around the record's rowid instead of ranking every match keeps common words cheap;
@@ -154,7 +166,7 @@ def candidate_ids(conn: sqlite3.Connection, record: dict[str, Any], tags: list[s
     for group in groups:
         query = "errorMessage : (" + " AND ".join('"' + w + '"' for w in group) + ")"
         try:
-            rowids += _around(conn, "SELECT rowid FROM records_fts WHERE records_fts MATCH ? AND rowid {op} ? ORDER BY rowid {order}", [query, rowid])
+            rowids += _around(conn, "SELECT rowid, rowid FROM records_fts WHERE records_fts MATCH ? AND rowid {op} ? ORDER BY rowid {order}", [query, rowid], trace, "words", " ".join(group))
         except sqlite3.OperationalError:
             break  # a store without full-text search still gets the other candidates
     if rowids:
@@ -164,21 +176,30 @@ def candidate_ids(conn: sqlite3.Connection, record: dict[str, Any], tags: list[s
     return list(found)
 
 
-def _around(conn: sqlite3.Connection, sql: str, params: list[Any]) -> list[Any]:
+def _around(conn: sqlite3.Connection, sql: str, params: list[Any], trace: list[Window], kind: str, key: str | None = None) -> list[Any]:
     """Up to :data:`PER_SOURCE` rows of ``sql`` after the given rowid, then before it if too few.
 
-    ``sql`` has ``{op}`` and ``{order}`` for the direction; its last parameter is the rowid.
-    Reading forwards first halves the work for most records (descending scans cost more).
+    ``sql`` selects (value, position) and has ``{op}`` and ``{order}`` for the direction; its
+    last parameter is the record's own position (rowid, or id for tags). Reading forwards first halves the work for most records (descending
+    scans cost more). The question goes into ``trace`` with the rowids it covered.
     """
-    rows = [r[0] for r in conn.execute(sql.format(op=">", order="ASC") + f" LIMIT {PER_SOURCE}", params)]
-    if len(rows) < PER_SOURCE:
-        rows += [r[0] for r in conn.execute(sql.format(op="<", order="DESC") + f" LIMIT {PER_SOURCE - len(rows)}", params)]
-    return rows
+    after = conn.execute(sql.format(op=">", order="ASC") + f" LIMIT {PER_SOURCE}", params).fetchall()
+    if len(after) == PER_SOURCE:
+        # Covered: from just after the record (its own row is not an answer) to the last answer.
+        trace.append((kind, params[0] if key is None else key, params[-1], after[-1][1]))
+        return [r[0] for r in after]
+    before = conn.execute(sql.format(op="<", order="DESC") + f" LIMIT {PER_SOURCE - len(after)}", params).fetchall()
+    full = len(before) == PER_SOURCE - len(after)
+    trace.append((kind, params[0] if key is None else key, before[-1][1] if full and before else None, None))
+    return [r[0] for r in after] + [r[0] for r in before]
 
 
-def related_records(conn: sqlite3.Connection, record: dict[str, Any], tags: list[str], same_message: Iterable[str] = (), limit: int = MAX_RELATED) -> list[Related]:
+def related_records(
+    conn: sqlite3.Connection, record: dict[str, Any], tags: list[str], same_message: Iterable[str] = (),
+    limit: int = MAX_RELATED, windows: list[Window] | None = None,
+) -> list[Related]:
     """The related errors of ``record`` (a dict with :data:`COLUMNS`), best first."""
-    ids = candidate_ids(conn, record, tags, same_message)
+    ids = candidate_ids(conn, record, tags, same_message, windows)
     if not ids:
         return []
     marks = ",".join("?" * len(ids))

@@ -110,3 +110,8 @@ def _scenario(scenario: dict[str, Any]) -> dict[str, Any]:
 def _paragraphs(text: str) -> list[str]:
     """Hard-wrapped text as paragraphs (blank lines separate them; line breaks are spaces)."""
     return [" ".join(block.split()) for block in text.split("\n\n") if block.strip()]
+
+
+def covered_records() -> list[str]:
+    """The ids of the records a reviewed reproduction covers."""
+    return sorted(_covered())

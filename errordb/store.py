@@ -53,7 +53,7 @@ SCALAR_FIELDS = (
 )  # fmt: skip
 
 #: Bumped whenever the table layout changes; a database of another layout is refused.
-STORE_VERSION = "1"
+STORE_VERSION = "2"
 BATCH_SIZE = 2000
 #: After an ingest, records whose index word is in more patterns than this get a rarer one.
 REKEY_FREQUENCY = 32
@@ -239,7 +239,8 @@ def ensure_schema(db: sqlite_utils.Database) -> None:
         pk=("record_id", "position"),
         foreign_keys=[("record_id", "records", "id"), ("tag", "tags", "name")],
     )
-    db["record_tags"].create_index(["tag"])
+    # (tag, record_id): a tag's records in id order, as related errors read them around a record.
+    db["record_tags"].create_index(["tag", "record_id"])
     db["records"].enable_fts(FTS_RECORD_COLUMNS, create_triggers=True, tokenize="porter")
     db["solutions"].enable_fts(["text"], create_triggers=True, tokenize="porter")
     db["meta"].insert({"key": "storeVersion", "value": STORE_VERSION})
@@ -248,6 +249,15 @@ def ensure_schema(db: sqlite_utils.Database) -> None:
 def _db_name(db: sqlite_utils.Database) -> str:
     row = db.execute("PRAGMA database_list").fetchone()
     return row[2] or ":memory:"
+
+
+def record_rowid(record_id: str) -> int:
+    """The rowid of a record: its id read as a number (16 hex digits, shifted into SQLite's range).
+
+    So rowid order is id order, whatever order the records were ingested in: the questions
+    related errors ask "around a record's rowid" give the same answers for the same records.
+    """
+    return int(record_id, 16) - (1 << 63)
 
 
 def record_row(envelope: Envelope) -> dict[str, Any]:
@@ -383,7 +393,8 @@ def _write_batch(db: sqlite_utils.Database, batch: list[Prepared], report: Inges
     if added:
         columns = list(RECORD_COLUMNS)
         try:
-            _insert_rows(db, "records", columns, [[item.row[c] for c in columns] for item in added])
+            rows = [[record_rowid(item.id), *(item.row[c] for c in columns)] for item in added]
+            _insert_rows(db, "records", ["rowid", *columns], rows)
         except sqlite3.IntegrityError as exc:
             # The whole ingest is rolled back anyway; find the record to name in the error.
             raise _integrity_error(db, _culprit(db, added), exc) from None

@@ -1,0 +1,366 @@
+"""Which error pages a change to the store can touch, so an incremental build renders only those.
+
+An error page shows its record, its family (with counts), the records that share its message,
+and its related errors. The related errors come from a few questions asked of the store
+(:func:`errordb.site_related.candidate_ids`); each question's answer is exactly the rows that
+match its key inside a range of rowids (a :data:`~errordb.site_related.Window`). So a changed
+record X (added, edited, removed, or moved to another rowid) can change page Y only when
+
+- X is Y's own record, or covered by a reproduction (whose transcript is read from files);
+- Y's family changed (its text, or its record or repository count);
+- X shares Y's messagePattern or errorMessage, before or after the change;
+- X matches one of the questions Y asked and its rowid lies inside that question's range,
+  before the change (X was in the answer) or after it (X would now be).
+
+Every build writes what it needs to answer this next time into a *build cache*, a SQLite file
+in errordb's cache folder (``builds/<hash of the output folder's path>.sqlite``; not in the
+site, which is published, nor beside it): per record its content hash, rowid,
+family, file, message hashes, message words and tags; per page the questions it asked; per
+family a fingerprint. The cache belongs to one manifest (it stores the manifest's hash): after a
+killed build, or with no cache, every page's inputs are read again, as a full build does.
+
+Nothing here is approximate in the unsafe direction: a word test that cannot be decided
+exactly (stemming, phrases) counts as a match, so at worst a page is rendered that would have
+been reused; the test suite compares incremental builds with full ones byte for byte.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+#: Bumped when the cache's tables or their meaning change (an old cache is then ignored).
+CACHE_FORMAT = "2"
+#: The full-text tokenizer of the store's ``records_fts`` (see :func:`errordb.store.ensure_schema`).
+FTS_TOKENIZER = "porter"
+_CHUNK = 500  # ids per IN (...) query
+#: A question a page asked: (record id, *:data:`errordb.site_related.Window`).
+Asked = tuple[str, str, str, Any, Any]
+
+
+def cache_path(out: Path) -> Path:
+    """Where the build cache of the site in ``out`` lives."""
+    from errordb.store import cache_dir
+
+    name = hashlib.sha256(os.fsencode(Path(out).resolve())).hexdigest()[:24]
+    return cache_dir() / "builds" / f"{name}.sqlite"
+
+
+def manifest_digest(manifest: Path) -> str:
+    digest = hashlib.sha256()
+    with open(manifest, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _text_hash(text: str | None) -> str | None:
+    return None if text is None else hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
+
+
+class Stemmer:
+    """Words as the store's full-text index sees them: SQLite's own tokenizer, in memory."""
+
+    def __init__(self) -> None:
+        self.conn = sqlite3.connect(":memory:")
+        self.conn.execute(f"CREATE VIRTUAL TABLE words USING fts5(text, tokenize='{FTS_TOKENIZER}')")
+        self.conn.execute("CREATE VIRTUAL TABLE words_terms USING fts5vocab(words, 'instance')")
+
+    def stems(self, texts: list[str]) -> list[set[str]]:
+        """The index terms of each text."""
+        self.conn.execute("DELETE FROM words")
+        self.conn.executemany("INSERT INTO words (rowid, text) VALUES (?, ?)", enumerate(texts, 1))
+        found: list[set[str]] = [set() for _ in texts]
+        for doc, term in self.conn.execute("SELECT doc, term FROM words_terms"):
+            found[doc - 1].add(term)
+        return found
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _chunks(items: list[Any]) -> Iterator[list[Any]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
+def _marks(items: list[Any]) -> str:
+    return ",".join("?" * len(items))
+
+
+# Facts about records, as the store holds them now --------------------------------------------
+
+_FACT_SQL = 'SELECT id, contentHash, rowid, backgroundTag, repo, filePath, messagePattern, errorMessage FROM records WHERE id IN ({})'
+
+
+def record_facts(store: sqlite3.Connection, ids: list[str], stemmer: Stemmer) -> Iterator[dict[str, Any]]:
+    """What the cache keeps of each record in ``ids`` (those still in the store)."""
+    for chunk in _chunks(ids):
+        rows = store.execute(_FACT_SQL.format(_marks(chunk)), chunk).fetchall()
+        tags: dict[str, list[str]] = {}
+        for record_id, tag in store.execute(f"SELECT record_id, tag FROM record_tags WHERE record_id IN ({_marks(chunk)}) ORDER BY record_id, position", chunk):
+            tags.setdefault(record_id, []).append(tag)
+        stems = stemmer.stems([row[7] for row in rows])
+        for row, words in zip(rows, stems):
+            record_id, content, rowid, family, repo, file_path, pattern, message = row
+            yield {
+                "id": record_id, "hash": content, "rid": rowid, "family": family, "file": f"{repo}\0{file_path}",
+                "ph": _text_hash(pattern), "mh": _text_hash(message), "stems": words, "tags": tags.get(record_id, []),
+            }  # fmt: skip
+
+
+def family_fingerprints(store: sqlite3.Connection) -> dict[str, str]:
+    """Per family, a hash of everything its members' pages show of it (text and counts)."""
+    sql = """
+        SELECT r.backgroundTag, count(*), count(DISTINCT r.repo), f.title, f.summary, f.explanation
+        FROM records r LEFT JOIN families f ON f.tag = r.backgroundTag
+        WHERE r.backgroundTag IS NOT NULL GROUP BY r.backgroundTag ORDER BY r.backgroundTag
+    """
+    return {row[0]: hashlib.sha256(json.dumps(row).encode()).hexdigest() for row in store.execute(sql)}
+
+
+# Reading the previous build's cache ---------------------------------------------------------
+
+
+def open_cache(out: Path, manifest: Path) -> sqlite3.Connection | None:
+    """The previous build's cache, or None when there is none that belongs to its manifest."""
+    path = cache_path(out)
+    if not path.is_file() or not manifest.is_file():
+        return None
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        info = dict(conn.execute("SELECT key, value FROM info"))
+        if info.get("format") == CACHE_FORMAT and info.get("manifest") == manifest_digest(manifest):
+            return conn
+        conn.close()
+    except (sqlite3.Error, OSError):
+        pass
+    return None
+
+
+def affected_records(store: sqlite3.Connection, cache: sqlite3.Connection, covered: Iterable[str]) -> tuple[set[str], int, set[str]]:
+    """The ids of the records whose pages may differ from the previous build, how many records
+    changed, and the ids of those removed.
+
+    ``covered`` are the records with a reproduction (always rendered: their transcripts are
+    files the cache does not follow).
+    """
+    changed_old, changed_new = _changed(store, cache)
+    affected = set(changed_old) | set(changed_new)
+    present = {row[0] for chunk in _chunks(sorted(set(covered))) for row in store.execute(f"SELECT id FROM records WHERE id IN ({_marks(chunk)})", chunk)}
+    affected |= present
+    old_families = dict(cache.execute("SELECT tag, fingerprint FROM families"))
+    new_families = family_fingerprints(store)
+    families = sorted(tag for tag in old_families.keys() | new_families.keys() if old_families.get(tag) != new_families.get(tag))
+    for chunk in _chunks(families):
+        affected.update(row[0] for row in store.execute(f"SELECT id FROM records WHERE backgroundTag IN ({_marks(chunk)})", chunk))
+    stemmer = Stemmer()
+    try:
+        facts = list(_cached_facts(cache, sorted(changed_old))) + list(record_facts(store, sorted(changed_new), stemmer))
+    finally:
+        stemmer.close()
+    for fact in facts:
+        affected.update(_reached(cache, fact))
+    return affected, len(set(changed_old) | set(changed_new)), set(changed_old) - set(changed_new)
+
+
+def _changed(store: sqlite3.Connection, cache: sqlite3.Connection) -> tuple[list[str], list[str]]:
+    """Ids whose (content, rowid) differ: as the cache knew them, and as the store has them."""
+    old = cache.execute("SELECT id, hash, rid FROM records ORDER BY id")
+    new = store.execute("SELECT id, contentHash, rowid FROM records ORDER BY id")
+    changed_old: list[str] = []
+    changed_new: list[str] = []
+    a, b = next(old, None), next(new, None)
+    while a is not None or b is not None:
+        if b is None or (a is not None and a[0] < b[0]):
+            changed_old.append(a[0])  # removed
+            a = next(old, None)
+        elif a is None or b[0] < a[0]:
+            changed_new.append(b[0])  # added
+            b = next(new, None)
+        else:
+            if (a[1], a[2]) != (b[1], b[2]):
+                changed_old.append(a[0])
+                changed_new.append(b[0])
+            a, b = next(old, None), next(new, None)
+    return changed_old, changed_new
+
+
+def _cached_facts(cache: sqlite3.Connection, ids: list[str]) -> Iterator[dict[str, Any]]:
+    for chunk in _chunks(ids):
+        tags: dict[str, list[str]] = {}
+        for record_id, tag in cache.execute(f"SELECT id, tag FROM tags WHERE id IN ({_marks(chunk)})", chunk):
+            tags.setdefault(record_id, []).append(tag)
+        for record_id, content, rowid, family, file, ph, mh, stems in cache.execute(f"SELECT id, hash, rid, family, file, ph, mh, stems FROM records WHERE id IN ({_marks(chunk)})", chunk):
+            yield {"id": record_id, "hash": content, "rid": rowid, "family": family, "file": file, "ph": ph, "mh": mh, "stems": set(stems.split()), "tags": tags.get(record_id, [])}
+
+
+_INSIDE = "(lo IS NULL OR lo <= ?) AND (hi IS NULL OR hi >= ?)"
+
+
+def _reached(cache: sqlite3.Connection, fact: dict[str, Any]) -> set[str]:
+    """The pages that record version ``fact`` is (or would be) an answer of, or shares a message with."""
+    rowid = fact["rid"]
+    found: set[str] = set()
+
+    def ask(kind: str, key: str, row: int | str) -> Iterator[tuple[str, str]]:
+        yield from cache.execute(f"SELECT id, stems FROM windows WHERE kind = ? AND key = ? AND {_INSIDE}", [kind, key, row, row])
+
+    found.update(page for page, _ in ask("file", fact["file"], rowid))
+    if fact["family"]:
+        found.update(page for page, _ in ask("family", fact["family"], rowid))
+    for tag in fact["tags"]:
+        found.update(page for page, _ in ask("tag", tag, fact["id"]))  # tag questions are asked by id
+    stems = fact["stems"]
+    for key in sorted(stems | {""}):
+        found.update(page for page, needed in ask("words", key, rowid) if set(needed.split()) <= stems)
+    for column in ("ph", "mh"):
+        if fact[column] is not None:
+            found.update(row[0] for row in cache.execute(f"SELECT id FROM records WHERE {column} = ?", [fact[column]]))
+    return found
+
+
+# Writing this build's cache -----------------------------------------------------------------
+
+_SCHEMA = """
+CREATE TABLE info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE records (id TEXT PRIMARY KEY, hash TEXT, rid INTEGER, family TEXT, file TEXT, ph TEXT, mh TEXT, stems TEXT NOT NULL);
+CREATE TABLE tags (id TEXT NOT NULL, tag TEXT NOT NULL);
+-- lo and hi without a type: rowids (integers) for most kinds, record ids (text) for tags.
+CREATE TABLE windows (id TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, lo ANY, hi ANY, stems TEXT NOT NULL);
+CREATE TABLE families (tag TEXT PRIMARY KEY, fingerprint TEXT NOT NULL);
+"""
+_INDEXES = """
+CREATE INDEX tags_id ON tags (id);
+CREATE INDEX windows_key ON windows (kind, key);
+CREATE INDEX records_ph ON records (ph);
+CREATE INDEX records_mh ON records (mh);
+"""
+
+
+def write_cache(
+    path: Path, out: Path, store: sqlite3.Connection, windows: Iterable[Asked], computed: set[str], previous: Path | None,
+    stale: set[str], manifest: Path,
+) -> None:
+    """Write the cache of this build of the site ``out`` to ``path`` (a new file).
+
+    ``windows`` are the questions of the pages rendered from their inputs (``computed``, their
+    record ids). With the ``previous`` cache (its file), the new one is a copy of it less the
+    rows of ``stale`` ids (the computed ones and the records removed since), plus the fresh
+    rows: the other records' rows hold unchanged, as their pages were reused only because
+    nothing they depend on changed. Without one, every record is computed and written.
+    """
+    if previous is not None:
+        shutil.copyfile(previous, path)
+    conn = sqlite3.connect(path)
+    try:
+        if previous is None:
+            conn.executescript(_SCHEMA + _INDEXES)
+        else:
+            gone = sorted(stale)
+            for chunk in _chunks(gone):
+                for table in ("records", "tags", "windows"):
+                    conn.execute(f"DELETE FROM {table} WHERE id IN ({_marks(chunk)})", chunk)
+            conn.execute("DELETE FROM families")
+            conn.execute("DELETE FROM info")
+        stemmer = Stemmer()
+        try:
+            _write_windows(conn, windows, stemmer)
+            ids = [row[0] for row in store.execute("SELECT id FROM records ORDER BY id")]
+            fresh = [record_id for record_id in ids if record_id in computed] if previous is not None else ids
+            _write_facts(conn, record_facts(store, fresh, stemmer))
+        finally:
+            stemmer.close()
+        conn.executemany("INSERT INTO families VALUES (?, ?)", family_fingerprints(store).items())
+        info = [("format", CACHE_FORMAT), ("manifest", manifest_digest(manifest)), ("out", str(out.resolve()))]
+        conn.executemany("INSERT INTO info VALUES (?, ?)", info)
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def _write_windows(conn: sqlite3.Connection, windows: Iterable[Asked], stemmer: Stemmer) -> None:
+    batch: list[Asked] = []
+
+    def flush() -> None:
+        words = [w for w in batch if w[1] == "words"]
+        stems = dict(zip((id(w) for w in words), stemmer.stems([w[2] for w in words])))
+        rows = []
+        for window in batch:
+            page, kind, key, lo, hi = window
+            if kind == "words":
+                needed = stems[id(window)]
+                rows.append((page, kind, max(needed, key=lambda s: (len(s), s)) if needed else "", lo, hi, " ".join(sorted(needed))))
+            else:
+                rows.append((page, kind, key, lo, hi, ""))
+        conn.executemany("INSERT INTO windows VALUES (?, ?, ?, ?, ?, ?)", rows)
+        batch.clear()
+
+    for window in windows:
+        batch.append(window)
+        if len(batch) >= 5000:
+            flush()
+    flush()
+
+
+def _write_facts(conn: sqlite3.Connection, facts: Iterable[dict[str, Any]]) -> None:
+    for fact in facts:
+        conn.execute(
+            "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [fact["id"], fact["hash"], fact["rid"], fact["family"], fact["file"], fact["ph"], fact["mh"], " ".join(sorted(fact["stems"]))],
+        )
+        conn.executemany("INSERT INTO tags VALUES (?, ?)", [(fact["id"], tag) for tag in fact["tags"]])
+
+
+@contextlib.contextmanager
+def new_cache_file(out: Path) -> Iterator[Path]:
+    """A fresh file beside the cache; moved over it by :func:`install_cache`, removed on error."""
+    target = cache_path(out)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for stale in target.parent.glob(f"{target.name}.new-*"):
+        pid = stale.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            stale.unlink(missing_ok=True)  # left by a killed build
+    path = target.parent / f"{target.name}.new-{os.getpid()}"
+    path.unlink(missing_ok=True)
+    try:
+        yield path
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def install_cache(out: Path, path: Path) -> None:
+    os.replace(path, cache_path(out))
+    _prune_orphans(cache_path(out).parent)
+
+
+def forget(out: Path) -> None:
+    """Remove the build cache of the site in ``out`` (a site about to be removed)."""
+    with contextlib.suppress(OSError):
+        cache_path(out).unlink(missing_ok=True)
+
+
+def _prune_orphans(folder: Path) -> None:
+    """Remove the caches of sites whose folder is gone (a cache is as large as a tenth of its site)."""
+    for cache in sorted(folder.glob("*.sqlite")):
+        with contextlib.suppress(sqlite3.Error, OSError):
+            conn = sqlite3.connect(f"file:{cache}?mode=ro", uri=True)
+            try:
+                row = conn.execute("SELECT value FROM info WHERE key = 'out'").fetchone()
+            finally:
+                conn.close()
+            if row is None or not Path(row[0]).is_dir():
+                cache.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    from errordb.atomic import _alive as alive
+
+    return alive(pid)

@@ -1,0 +1,218 @@
+"""Incremental builds that read only what a change can reach (``errordb.site_changes``).
+
+Each step below changes the store in one way that can move a page's related errors, its
+"same message" box or its family counts, builds incrementally over the previous site, and
+compares the result byte for byte with a full build of the same store. The records are the
+benchmark's generated ones (120 of them: families, tags and message words are shared widely
+enough that every question of ``candidate_ids`` has a full window to fall into or out of).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from test_site import tree_bytes
+
+from errordb import site_changes
+from errordb.site import build_site
+from errordb.store import ingest
+
+GENERATOR = Path(__file__).resolve().parents[1] / "bench" / "generate.py"
+FAMILIES = Path(__file__).resolve().parents[1] / "records" / "families.toml"
+COUNT = 120
+
+
+def _generated() -> list[dict]:
+    spec = importlib.util.spec_from_file_location("bench_generate", GENERATOR)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    envelopes = list(module.generate(COUNT, seed=11))
+    # A few files with several raises, so "same file" answers are shared and can be full.
+    for index, envelope in enumerate(envelopes[:40]):
+        envelope["record"]["filePath"] = f"src/shared/module_{index % 3}.py"
+        record = envelope["record"]
+        record["githubUrl"] = record["githubUrl"].split("/blob/")[0] + f"/blob/{record['analyzedSha']}/{record['filePath']}#L{record['sourceCodeStart']}-L{record['sourceCodeEnd']}"
+    return envelopes
+
+
+def _write(envelopes: list[dict], folder: Path, families: str | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "records.jsonl"
+    path.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in envelopes), encoding="utf-8")
+    (folder / "families.toml").write_text(families if families is not None else FAMILIES.read_text(encoding="utf-8"), encoding="utf-8")
+    return path
+
+
+def _record(envelopes: list[dict], index: int) -> dict:
+    return envelopes[index]["record"]
+
+
+def _edit_documentation(envelopes, families):
+    _record(envelopes, 5)["documentation"] += " Edited."
+
+
+def _edit_message(envelopes, families):
+    # New words: the record moves into other records' "similar words" windows and out of others.
+    record = _record(envelopes, 17)
+    record["errorMessage"] = "Scheduler quantization refuses contiguous allocator for sampler."
+    record["messagePattern"] = r"Scheduler quantization refuses contiguous allocator for sampler\."
+
+
+def _same_message_as_another(envelopes, families):
+    source, target = _record(envelopes, 30), _record(envelopes, 31)
+    target["errorMessage"], target["messagePattern"] = source["errorMessage"], source["messagePattern"]
+
+
+def _move_family(envelopes, families):
+    record = _record(envelopes, 44)
+    others = sorted({e["record"]["backgroundTag"] for e in envelopes} - {record["backgroundTag"]})
+    record["backgroundTag"] = others[0]
+
+
+def _retag(envelopes, families):
+    _record(envelopes, 60)["tags"] = ["cuda", "nccl", "triton"]
+
+
+def _move_file(envelopes, families):
+    record = _record(envelopes, 70)
+    record["filePath"] = "src/shared/module_1.py"
+    record["githubUrl"] = record["githubUrl"].split("/blob/")[0] + f"/blob/{record['analyzedSha']}/{record['filePath']}#L{record['sourceCodeStart']}-L{record['sourceCodeEnd']}"
+
+
+def _change_class(envelopes, families):
+    _record(envelopes, 80)["errorClass"] = "KeyError"
+
+
+def _add_record(envelopes, families):
+    new = copy.deepcopy(envelopes[90])
+    new["record"]["id"] = "ffff000011112222"
+    new["record"]["slug"] = new["record"]["slug"] + "-added"
+    new["record"]["errorMessage"] = new["record"]["errorMessage"].replace("op", "op9", 1)
+    new["record"]["messagePattern"] = new["record"]["messagePattern"].replace("op", "op9", 1)
+    envelopes.append(new)
+
+
+def _remove_record(envelopes, families):
+    del envelopes[100]
+
+
+def _family_text(envelopes, families):
+    return families.replace('title = "Feature and parallelism conflict"', 'title = "When a feature and a parallel layout conflict"', 1)
+
+
+STEPS = [_edit_documentation, _edit_message, _same_message_as_another, _move_family, _retag, _move_file,
+         _change_class, _add_record, _remove_record, _family_text]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> tuple[list[dict], Path, Path, Path]:
+    """The generated records, their store, their site and that site's build cache."""
+    folder = tmp_path_factory.mktemp("base")
+    envelopes = _generated()
+    db = folder / "errordb.db"
+    ingest([_write(envelopes, folder / "records")], db)
+    out = folder / "site"
+    with pytest.MonkeyPatch.context() as patch:  # module scope: the per-test cache is not set yet
+        patch.setenv("ERRORDB_CACHE", str(folder / "cache"))
+        build_site(db, out, jobs=1)
+        cache = site_changes.cache_path(out)
+    return envelopes, db, out, cache
+
+
+def _copy(base, tmp_path: Path) -> tuple[list[dict], Path, Path]:
+    """A copy of the base store and site, with the site's build cache where it belongs."""
+    envelopes, base_db, base_out, cache = base
+    db = tmp_path / "errordb.db"
+    shutil.copyfile(base_db, db)
+    out = tmp_path / "site"
+    shutil.copytree(base_out, out)
+    site_changes.cache_path(out).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(cache, site_changes.cache_path(out))
+    return copy.deepcopy(envelopes), db, out
+
+
+def test_each_kind_of_change_gives_the_full_build_exactly(base, tmp_path):
+    envelopes, db, out = _copy(base, tmp_path)
+    families = FAMILIES.read_text(encoding="utf-8")
+    assert 'title = "Feature and parallelism conflict"' in families
+    for number, step in enumerate(STEPS):
+        families = step(envelopes, families) or families
+        folder = tmp_path / f"step-{number}"
+        ingest([_write(envelopes, folder, families)], db, prune=True)
+        report = build_site(db, out, incremental=True, jobs=1)
+        assert report.changed == (0 if step is _family_text else 1), step.__name__  # the cache was used
+        assert 0 < report.rendered < report.pages, step.__name__
+        full = build_site(db, folder / "full", jobs=1)
+        assert tree_bytes(out) == tree_bytes(folder / "full"), step.__name__
+        assert full.pages == report.pages
+
+
+def test_a_change_reaches_the_pages_it_can_touch_and_no_more(base, tmp_path):
+    envelopes, db, out = _copy(base, tmp_path)
+    _edit_documentation(envelopes, None)
+    ingest([_write(envelopes, tmp_path / "records")], db)
+    report = build_site(db, out, incremental=True, jobs=1)
+    # Documentation shows on its own page only: one record changed, one error page rendered
+    # (plus the listings, whose inputs are always read), every other error page linked as it was.
+    assert report.changed == 1
+    assert report.rendered == 1
+    assert report.reused == report.pages - 1
+
+
+def test_without_its_cache_an_incremental_build_reads_every_input(base, tmp_path):
+    envelopes, db, out = _copy(base, tmp_path)
+    site_changes.cache_path(out).unlink()
+    _edit_message(envelopes, None)
+    ingest([_write(envelopes, tmp_path / "records")], db)
+    report = build_site(db, out, incremental=True, jobs=1)
+    assert report.changed is None
+    assert 1 <= report.rendered < report.pages
+    assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full"))
+    # That build wrote a cache for this path: the next one uses it.
+    assert build_site(db, out, incremental=True, jobs=1).changed == 0
+
+
+def test_a_cache_of_another_build_is_not_used(base, tmp_path):
+    _, db, out = _copy(base, tmp_path)
+    assert build_site(db, out, incremental=True, jobs=1).changed == 0
+    # The cache of another build (as a build killed between its two renames leaves them): the
+    # manifest it names is not this one.
+    (out / ".build-manifest.json").write_text((out / ".build-manifest.json").read_text(encoding="utf-8") + " ", encoding="utf-8")
+    assert build_site(db, out, incremental=True, jobs=1).changed is None
+
+
+def _full(db: Path, out: Path) -> Path:
+    build_site(db, out, jobs=1)
+    return out
+
+
+def test_the_api_links_unchanged_record_files_and_checks_them_first(base, tmp_path):
+    envelopes, db, out = _copy(base, tmp_path)
+    kept, edited, tampered = (_record(envelopes, i)["id"] for i in (1, 5, 9))
+    inode = (out / "api" / "errors" / f"{kept}.json").stat().st_ino
+    # A file of the old API that does not hold its record any more (edited by hand): not reused.
+    (out / "api" / "errors" / f"{tampered}.json").write_bytes(b'{"record": {}}')
+    _edit_documentation(envelopes, None)
+    ingest([_write(envelopes, tmp_path / "records")], db)
+    build_site(db, out, incremental=True, jobs=1)
+    assert (out / "api" / "errors" / f"{kept}.json").stat().st_ino == inode
+    assert (out / "api" / "errors" / f"{edited}.json").stat().st_ino != inode
+    assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full"))
+
+
+def test_the_cache_of_a_removed_site_is_removed_by_the_next_build(base, tmp_path):
+    _, db, out = _copy(base, tmp_path)
+    other = tmp_path / "other"
+    build_site(db, other, jobs=1)
+    assert site_changes.cache_path(other).is_file()
+    shutil.rmtree(other)
+    build_site(db, out, incremental=True, jobs=1)
+    assert not site_changes.cache_path(other).exists()
+    assert site_changes.cache_path(out).is_file()
+    site_changes.forget(out)
+    assert not site_changes.cache_path(out).exists()
