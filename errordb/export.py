@@ -39,7 +39,7 @@ from errordb.export_sqlite import SqliteRelease, export_sqlite
 
 __all__ = [
     "DEFAULT_PAGE_BYTES", "DEFAULT_PAGE_SIZE", "ExportError", "ExportReport", "SqliteRelease",
-    "export_api", "export_sqlite", "write_api",
+    "export_api", "export_sqlite", "write_api", "write_api_listings",
 ]  # fmt: skip
 
 #: A page of a listing holds at most this many items ...
@@ -70,6 +70,7 @@ def write_api(
     page_size: int = DEFAULT_PAGE_SIZE,
     page_bytes: int = DEFAULT_PAGE_BYTES,
     previous: Path | None = None,
+    listings: bool = True,
 ) -> None:
     """Write the whole API into ``out_dir``, an existing empty folder.
 
@@ -78,10 +79,18 @@ def write_api(
     (``jsonUrl``, page URLs, OpenAPI ``servers``) say. ``previous`` is an API written before
     (an incremental site build's): a record file there whose SHA-256 is the record's
     ``contentHash`` holds exactly the bytes this export would write, so it is linked, not
-    rebuilt. Nothing here is atomic: a failure leaves ``out_dir`` half-written (use
-    :func:`export_api` for that).
+    rebuilt. ``listings=False`` leaves out what :func:`write_api_listings` writes, for a caller
+    that writes those at the same time in another process. Nothing here is atomic: a failure
+    leaves ``out_dir`` half-written (use :func:`export_api` for that).
     """
-    _write(db, OutputTree(Path(out_dir)), Urls.for_site(base_url), Paging(page_size, page_bytes), previous=previous)
+    _write(db, OutputTree(Path(out_dir)), Urls.for_site(base_url), Paging(page_size, page_bytes), previous=previous, listings=listings)
+
+
+def write_api_listings(db: Any, out_dir: Path, *, base_url: str = "/", page_size: int = DEFAULT_PAGE_SIZE, page_bytes: int = DEFAULT_PAGE_BYTES) -> None:
+    """Only the listings of the API (the errors index, patterns, repository, tag and family
+    listings) into ``out_dir``: the part of :func:`write_api` that ``listings=False`` skips."""
+    with _read_snapshot(db):
+        write_listings(db, OutputTree(Path(out_dir)), Urls.for_site(base_url), Paging(page_size, page_bytes))
 
 
 def export_api(
@@ -114,13 +123,17 @@ def export_api(
     return ExportReport(Path(out), records, tree.files, tree.bytes, time.perf_counter() - started)
 
 
-def _write(db: Any, tree: OutputTree, urls: Urls, paging: Paging, progress: Callable[[int], None] | None = None, previous: Path | None = None) -> int:
+def _write(
+    db: Any, tree: OutputTree, urls: Urls, paging: Paging, progress: Callable[[int], None] | None = None,
+    previous: Path | None = None, listings: bool = True,
+) -> int:
     """Every file of the API; returns the number of records."""
     from errordb.store import meta
 
     with _read_snapshot(db):
         count = _write_records(db, tree, progress, previous)
-        write_listings(db, tree, urls, paging)
+        if listings:
+            write_listings(db, tree, urls, paging)
         stats = meta(db)
     explain = _write_schemas(tree)
     tree.write_json(layout.OPENAPI, openapi_document(urls, explain_version=explain), pretty=True)

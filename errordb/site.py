@@ -255,13 +255,17 @@ def _render(
     if workers > 1:
         context = multiprocessing.get_context("spawn")  # never fork a process holding SQLite handles
         with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(config,)) as pool:
+            (staging / "api").mkdir()
+            # The API's listings in a worker, its records and bulk files here, while the workers render.
+            listings = pool.submit(_run_api_listings)
             futures = [pool.submit(_run_task, index, task) for index, task in enumerate(tasks)]
             try:
-                _write_api(db, staging, base_url, config.previous)  # in this process, while the workers render
+                _write_api(db, staging, base_url, config.previous, listings=False)
                 results = []
                 for future in futures:
                     results.append(future.result())
                     progress(len(results), len(tasks))
+                listings.result()
             except BaseException:
                 pool.shutdown(cancel_futures=True)  # one failure fails the build: stop the rest
                 raise
@@ -274,6 +278,7 @@ def _render(
                 progress(len(results), len(tasks))
         finally:
             _close_worker()
+        (staging / "api").mkdir()
         _write_api(db, staging, base_url, config.previous)
     for html_pages, rendered, reused in results:
         report.pages += html_pages
@@ -293,13 +298,12 @@ def _worker_count(jobs: int | None, record_count: int, db_path: str | None) -> i
     return min(2, os.cpu_count() or 1) if record_count >= POOL_THRESHOLD else 1
 
 
-def _write_api(db: sqlite_utils.Database, staging: Path, base_url: str, previous: str | None) -> None:
+def _write_api(db: sqlite_utils.Database, staging: Path, base_url: str, previous: str | None, listings: bool = True) -> None:
     # Imported here: the API export is its own module (issue 6); a build without it is an error.
     from errordb.export import write_api
 
-    (staging / "api").mkdir()
     old_api = Path(previous) / "api" if previous else None
-    write_api(db, staging / "api", base_url=base_url, previous=old_api if old_api and old_api.is_dir() else None)
+    write_api(db, staging / "api", base_url=base_url, previous=old_api if old_api and old_api.is_dir() else None, listings=listings)
 
 
 # Planning ---------------------------------------------------------------------------------------
@@ -351,6 +355,14 @@ def _close_worker() -> None:
     if _renderer is not None:
         _renderer.close()
     _renderer = None
+
+
+def _run_api_listings() -> None:
+    """The API's listings, written by a worker (see :func:`errordb.export.write_api_listings`)."""
+    from errordb.export import write_api_listings
+
+    assert _renderer is not None
+    write_api_listings(_renderer.conn, _renderer.staging / "api", base_url=_renderer.config.base_url)
 
 
 def _run_task(index: int, task: tuple[Any, ...]) -> tuple[int, int, int]:
