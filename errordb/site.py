@@ -194,11 +194,12 @@ def _build(
                 work = sqlite3.connect(scratch / "work.sqlite")
                 try:
                     pages.build_shared_message_table(db.conn, work)
+                    families = site_changes.family_fingerprints(db.conn)  # before any page reads them
                     previous = out if incremental and _load_manifest(out, environment, work) else None
                     if previous is not None:
                         old_cache = site_changes.open_cache(out, out / MANIFEST)
                         if old_cache is not None:
-                            removed = _find_affected(db.conn, old_cache, work, report)
+                            removed = _find_affected(db.conn, old_cache, work, report, families)
                 finally:
                     work.close()
                 config = _Config(
@@ -206,9 +207,9 @@ def _build(
                     base_url, environment, str(templates), meta(db).get("datasetVersion") or "",
                 )  # fmt: skip
                 _render(db, config, staging, record_count, workers, report, progress)
-                windows, computed = _asked(scratch)
+                windows, facts, computed = _asked(scratch)
                 previous_cache = site_changes.cache_path(out) if old_cache is not None else None
-                site_changes.write_cache(new_cache, out, db.conn, windows, computed, previous_cache, computed | removed, staging / MANIFEST)
+                site_changes.write_cache(new_cache, out, windows, facts, computed, previous_cache, removed, families, staging / MANIFEST)
         finally:
             if old_cache is not None:
                 old_cache.close()
@@ -216,31 +217,32 @@ def _build(
     return report
 
 
-def _find_affected(store: sqlite3.Connection, old_cache: sqlite3.Connection, work: sqlite3.Connection, report: BuildReport) -> set[str]:
+def _find_affected(
+    store: sqlite3.Connection, old_cache: sqlite3.Connection, work: sqlite3.Connection, report: BuildReport, families: dict[str, str],
+) -> set[str]:
     """Fill ``work``'s ``affected`` table (the records whose pages may differ from the old
     build); returns the ids of the records removed since."""
     from errordb.site_repro import covered_records
 
-    affected, report.changed, removed = site_changes.affected_records(store, old_cache, covered_records())
+    affected, report.changed, removed = site_changes.affected_records(store, old_cache, covered_records(), families)
     work.execute("CREATE TABLE affected (id TEXT PRIMARY KEY)")
     work.executemany("INSERT INTO affected VALUES (?)", ((record_id,) for record_id in sorted(affected)))
     work.commit()
     return removed
 
 
-def _asked(scratch: Path) -> tuple[Iterator[site_changes.Asked], set[str]]:
-    """The questions of the pages rendered from their inputs, and their record ids."""
+def _asked(scratch: Path) -> tuple[Iterator[site_changes.Asked], Iterator[dict[str, Any]], set[str]]:
+    """The questions and the facts of the pages rendered from their inputs, and their record ids."""
     files = sorted((scratch / "windows").iterdir())
     computed: set[str] = set()
     for file in files:
-        computed.update(json.loads(file.read_text(encoding="utf-8"))["computed"])
+        computed.update(fact["id"] for fact in json.loads(file.read_text(encoding="utf-8"))["facts"])
 
-    def windows() -> Iterator[site_changes.Asked]:
+    def read(key: str) -> Iterator[Any]:
         for file in files:
-            for window in json.loads(file.read_text(encoding="utf-8"))["windows"]:
-                yield tuple(window)  # type: ignore[misc]
+            yield from json.loads(file.read_text(encoding="utf-8"))[key]
 
-    return windows(), computed
+    return (tuple(window) for window in read("windows")), read("facts"), computed  # type: ignore[misc]
 
 
 def _render(
@@ -428,12 +430,21 @@ class _Renderer:
                     continue
             pending.append(record_id)
         windows: dict[str, list[Any]] = {}
-        for record_id, page in pages.record_pages(self.source, first, last, pending if affected is not None else None, windows):
-            self.entries = []
-            self.page(*page)
-            entries[record_id] = self.entries
+        # One read transaction: the facts the cache keeps are those of the records as rendered.
+        began = not self.conn.in_transaction
+        if began:
+            self.conn.execute("BEGIN")
+        try:
+            for record_id, page in pages.record_pages(self.source, first, last, pending if affected is not None else None, windows):
+                self.entries = []
+                self.page(*page)
+                entries[record_id] = self.entries
+            facts = list(site_changes.raw_facts(self.conn, sorted(windows)))
+        finally:
+            if began:
+                self.conn.rollback()  # it only read
         self.entries = [entry for record_id, _ in rows for entry in entries.get(record_id, [])]
-        asked = {"computed": sorted(windows), "windows": [[record_id, *window] for record_id in sorted(windows) for window in windows[record_id]]}
+        asked = {"facts": facts, "windows": [[record_id, *window] for record_id in sorted(windows) for window in windows[record_id]]}
         with open(Path(self.config.scratch) / "windows" / f"{index:08d}.json", "w", encoding="utf-8") as handle:
             json.dump(asked, handle, separators=(",", ":"))
 

@@ -102,18 +102,39 @@ _FACT_SQL = 'SELECT id, contentHash, rowid, backgroundTag, repo, filePath, messa
 
 def record_facts(store: sqlite3.Connection, ids: list[str], stemmer: Stemmer) -> Iterator[dict[str, Any]]:
     """What the cache keeps of each record in ``ids`` (those still in the store)."""
+    facts = list(raw_facts(store, ids))
+    yield from with_stems(facts, stemmer)
+
+
+def raw_facts(store: sqlite3.Connection, ids: list[str]) -> Iterator[dict[str, Any]]:
+    """:func:`record_facts` without the stems, with the message instead (JSON-able: workers
+    send them to the main process, read in the same transaction as the pages they rendered)."""
     for chunk in _chunks(ids):
         rows = store.execute(_FACT_SQL.format(_marks(chunk)), chunk).fetchall()
         tags: dict[str, list[str]] = {}
         for record_id, tag in store.execute(f"SELECT record_id, tag FROM record_tags WHERE record_id IN ({_marks(chunk)}) ORDER BY record_id, position", chunk):
             tags.setdefault(record_id, []).append(tag)
-        stems = stemmer.stems([row[7] for row in rows])
-        for row, words in zip(rows, stems):
-            record_id, content, rowid, family, repo, file_path, pattern, message = row
+        for record_id, content, rowid, family, repo, file_path, pattern, message in rows:
             yield {
                 "id": record_id, "hash": content, "rid": rowid, "family": family, "file": f"{repo}\0{file_path}",
-                "ph": _text_hash(pattern), "mh": _text_hash(message), "stems": words, "tags": tags.get(record_id, []),
+                "ph": _text_hash(pattern), "mh": _text_hash(message), "message": message, "tags": tags.get(record_id, []),
             }  # fmt: skip
+
+
+def with_stems(facts: Iterable[dict[str, Any]], stemmer: Stemmer) -> Iterator[dict[str, Any]]:
+    """The facts with the message replaced by its index terms (``stems``), a batch at a time."""
+    batch: list[dict[str, Any]] = []
+
+    def flush() -> Iterator[dict[str, Any]]:
+        for fact, words in zip(batch, stemmer.stems([fact["message"] for fact in batch])):
+            yield {**{k: v for k, v in fact.items() if k != "message"}, "stems": words}
+        batch.clear()
+
+    for fact in facts:
+        batch.append(fact)
+        if len(batch) >= _CHUNK:
+            yield from flush()
+    yield from flush()
 
 
 def family_fingerprints(store: sqlite3.Connection) -> dict[str, str]:
@@ -145,19 +166,20 @@ def open_cache(out: Path, manifest: Path) -> sqlite3.Connection | None:
     return None
 
 
-def affected_records(store: sqlite3.Connection, cache: sqlite3.Connection, covered: Iterable[str]) -> tuple[set[str], int, set[str]]:
+def affected_records(
+    store: sqlite3.Connection, cache: sqlite3.Connection, covered: Iterable[str], new_families: dict[str, str],
+) -> tuple[set[str], int, set[str]]:
     """The ids of the records whose pages may differ from the previous build, how many records
     changed, and the ids of those removed.
 
     ``covered`` are the records with a reproduction (always rendered: their transcripts are
-    files the cache does not follow).
+    files the cache does not follow); ``new_families`` are the families' fingerprints now.
     """
     changed_old, changed_new = _changed(store, cache)
     affected = set(changed_old) | set(changed_new)
     present = {row[0] for chunk in _chunks(sorted(set(covered))) for row in store.execute(f"SELECT id FROM records WHERE id IN ({_marks(chunk)})", chunk)}
     affected |= present
     old_families = dict(cache.execute("SELECT tag, fingerprint FROM families"))
-    new_families = family_fingerprints(store)
     families = sorted(tag for tag in old_families.keys() | new_families.keys() if old_families.get(tag) != new_families.get(tag))
     for chunk in _chunks(families):
         affected.update(row[0] for row in store.execute(f"SELECT id FROM records WHERE backgroundTag IN ({_marks(chunk)})", chunk))
@@ -246,16 +268,19 @@ CREATE INDEX records_mh ON records (mh);
 
 
 def write_cache(
-    path: Path, out: Path, store: sqlite3.Connection, windows: Iterable[Asked], computed: set[str], previous: Path | None,
-    stale: set[str], manifest: Path,
+    path: Path, out: Path, windows: Iterable[Asked], facts: Iterable[dict[str, Any]], computed: set[str],
+    previous: Path | None, stale: set[str], families: dict[str, str], manifest: Path,
 ) -> None:
     """Write the cache of this build of the site ``out`` to ``path`` (a new file).
 
-    ``windows`` are the questions of the pages rendered from their inputs (``computed``, their
-    record ids). With the ``previous`` cache (its file), the new one is a copy of it less the
+    ``windows`` and ``facts`` (:func:`raw_facts`) are those of the pages rendered from their
+    inputs (``computed``, their record ids), as the workers read them while rendering: a record
+    that changes during the build then differs from its cached facts next time, and is
+    rendered again. With the ``previous`` cache (its file), the new one is a copy of it less the
     rows of ``stale`` ids (the computed ones and the records removed since), plus the fresh
     rows: the other records' rows hold unchanged, as their pages were reused only because
-    nothing they depend on changed. Without one, every record is computed and written.
+    nothing they depend on changed. Without one, every record is computed. ``families``: the
+    fingerprints read before the pages were.
     """
     if previous is not None:
         shutil.copyfile(previous, path)
@@ -264,8 +289,7 @@ def write_cache(
         if previous is None:
             conn.executescript(_SCHEMA + _INDEXES)
         else:
-            gone = sorted(stale)
-            for chunk in _chunks(gone):
+            for chunk in _chunks(sorted(stale | computed)):
                 for table in ("records", "tags", "windows"):
                     conn.execute(f"DELETE FROM {table} WHERE id IN ({_marks(chunk)})", chunk)
             conn.execute("DELETE FROM families")
@@ -273,12 +297,10 @@ def write_cache(
         stemmer = Stemmer()
         try:
             _write_windows(conn, windows, stemmer)
-            ids = [row[0] for row in store.execute("SELECT id FROM records ORDER BY id")]
-            fresh = [record_id for record_id in ids if record_id in computed] if previous is not None else ids
-            _write_facts(conn, record_facts(store, fresh, stemmer))
+            _write_facts(conn, with_stems(facts, stemmer))
         finally:
             stemmer.close()
-        conn.executemany("INSERT INTO families VALUES (?, ?)", family_fingerprints(store).items())
+        conn.executemany("INSERT INTO families VALUES (?, ?)", families.items())
         info = [("format", CACHE_FORMAT), ("manifest", manifest_digest(manifest)), ("out", str(out.resolve()))]
         conn.executemany("INSERT INTO info VALUES (?, ?)", info)
         conn.commit()
