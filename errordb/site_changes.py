@@ -370,7 +370,7 @@ def forget(out: Path) -> None:
 
 
 def _prune_orphans(folder: Path) -> None:
-    """Remove the caches of sites whose folder is gone (a cache is as large as a tenth of its site)."""
+    """Remove the caches of sites whose folder is gone (~1.2 KB a record each)."""
     for cache in sorted(folder.glob("*.sqlite")):
         with contextlib.suppress(sqlite3.Error, OSError):
             conn = sqlite3.connect(f"file:{cache}?mode=ro", uri=True)
