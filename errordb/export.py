@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -41,6 +42,8 @@ __all__ = [
     "DEFAULT_PAGE_BYTES", "DEFAULT_PAGE_SIZE", "ExportError", "ExportReport", "SqliteRelease",
     "export_api", "export_sqlite", "write_api", "write_api_listings",
 ]  # fmt: skip
+
+_RECORD_ID = re.compile(r"[0-9a-f]{16}")
 
 #: A page of a listing holds at most this many items ...
 DEFAULT_PAGE_SIZE = 1000
@@ -193,11 +196,12 @@ def _record_files(db: Any, previous: Path | None) -> Iterator[tuple[str, bytes, 
         fresh: list[str] = []
         found: dict[str, tuple[bytes, Path]] = {}
         for record_id, content_hash in rows:
-            old = previous / layout.record_path(record_id)  # the id is 16 hex digits (checked on ingest)
-            try:
-                data = old.read_bytes() if not old.is_symlink() else b""
-            except OSError:
-                data = b""
+            data = b""
+            # Ids are checked on ingest, but a path is built from this one: never from a hand-edited id.
+            if isinstance(record_id, str) and _RECORD_ID.fullmatch(record_id):
+                old = previous / layout.record_path(record_id)
+                with contextlib.suppress(OSError):
+                    data = old.read_bytes() if not old.is_symlink() else b""
             if data and hashlib.sha256(data).hexdigest() == content_hash:
                 found[record_id] = (data, old)
             else:

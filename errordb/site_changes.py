@@ -36,10 +36,10 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from errordb.store import FTS_TOKENIZER
+
 #: Bumped when the cache's tables or their meaning change (an old cache is then ignored).
 CACHE_FORMAT = "2"
-#: The full-text tokenizer of the store's ``records_fts`` (see :func:`errordb.store.ensure_schema`).
-FTS_TOKENIZER = "porter"
 _CHUNK = 500  # ids per IN (...) query
 #: A question a page asked: (record id, *:data:`errordb.site_related.Window`).
 Asked = tuple[str, str, str, Any, Any]

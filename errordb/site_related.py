@@ -180,8 +180,9 @@ def _around(conn: sqlite3.Connection, sql: str, params: list[Any], trace: list[W
     """Up to :data:`PER_SOURCE` rows of ``sql`` after the given rowid, then before it if too few.
 
     ``sql`` selects (value, position) and has ``{op}`` and ``{order}`` for the direction; its
-    last parameter is the record's own position (rowid, or id for tags). Reading forwards first halves the work for most records (descending
-    scans cost more). The question goes into ``trace`` with the rowids it covered.
+    last parameter is the record's own position (rowid, or id for tags). Reading forwards first
+    halves the work for most records (descending scans cost more). The question goes into
+    ``trace`` with the positions its answers cover.
     """
     after = conn.execute(sql.format(op=">", order="ASC") + f" LIMIT {PER_SOURCE}", params).fetchall()
     if len(after) == PER_SOURCE:

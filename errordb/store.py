@@ -2,7 +2,8 @@
 
 Tables (all browsable with Datasette):
 
-- ``records``: one row per record, the record's scalar fields plus ``datasetVersion``,
+- ``records``: one row per record (its rowid is its id read as a number, so rowid order is id
+  order whatever the ingest order), the record's scalar fields plus ``datasetVersion``,
   ``contentHash`` (of the record file's canonical JSON) and ``function`` (the function that
   encloses ``lineNumber`` in the snippet, found by reading the snippet, never by running it) and
   ``matchKey`` (a word every message matching the pattern contains: explain looks candidates
@@ -69,6 +70,8 @@ RECORD_COLUMNS: dict[str, type] = {
     "datasetVersion": str, "contentHash": str, "function": str, "matchKey": str,
 }  # fmt: skip
 FTS_RECORD_COLUMNS = ["errorMessage", "documentation", "triggerScenarios", "commonSituations"]
+#: The full-text tokenizer (Porter stemming over unicode61); errordb.site_changes stems with it too.
+FTS_TOKENIZER = "porter"
 CHILD_TABLES = {"solutions": "solutions", "prevention_tips": "preventionTips"}
 
 
@@ -241,8 +244,8 @@ def ensure_schema(db: sqlite_utils.Database) -> None:
     )
     # (tag, record_id): a tag's records in id order, as related errors read them around a record.
     db["record_tags"].create_index(["tag", "record_id"])
-    db["records"].enable_fts(FTS_RECORD_COLUMNS, create_triggers=True, tokenize="porter")
-    db["solutions"].enable_fts(["text"], create_triggers=True, tokenize="porter")
+    db["records"].enable_fts(FTS_RECORD_COLUMNS, create_triggers=True, tokenize=FTS_TOKENIZER)
+    db["solutions"].enable_fts(["text"], create_triggers=True, tokenize=FTS_TOKENIZER)
     db["meta"].insert({"key": "storeVersion", "value": STORE_VERSION})
 
 
