@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -217,3 +218,56 @@ def test_the_cache_of_a_removed_site_is_removed_by_the_next_build(base, tmp_path
     assert site_changes.cache_path(out).is_file()
     site_changes.forget(out)
     assert not site_changes.cache_path(out).exists()
+
+
+# Random changes ---------------------------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+FAMILY_CHOICES = ["missing-required-argument", "feature-parallelism-conflict", "shape-mismatch", "unknown-key", None]
+TAG_CHOICES = ["cuda", "moe", "lora", "dspark", "nccl", "triton", "config", "io", "new-tag"]
+
+
+def _apply(envelopes: list[dict], edit: tuple) -> None:
+    kind, index, choice = edit
+    index %= len(envelopes)
+    record = _record(envelopes, index)
+    other = _record(envelopes, (index + 1 + choice) % len(envelopes))
+    if kind == "message":  # another record's message: same-message boxes and word windows
+        record["errorMessage"], record["messagePattern"] = other["errorMessage"], other["messagePattern"]
+    elif kind == "words":
+        record["errorMessage"] = f"{other['errorMessage'].rstrip('.')} extra words {choice}."
+        record["messagePattern"] = re.escape(record["errorMessage"])
+    elif kind == "family":
+        record["backgroundTag"] = FAMILY_CHOICES[choice % len(FAMILY_CHOICES)]
+    elif kind == "tags":
+        record["tags"] = sorted({TAG_CHOICES[choice % len(TAG_CHOICES)], TAG_CHOICES[(choice * 7 + 3) % len(TAG_CHOICES)]})
+    elif kind == "file":
+        record["filePath"] = other["filePath"]
+        record["githubUrl"] = record["githubUrl"].split("/blob/")[0] + f"/blob/{record['analyzedSha']}/{record['filePath']}#L{record['sourceCodeStart']}-L{record['sourceCodeEnd']}"
+    elif kind == "remove":
+        del envelopes[index]
+    elif kind == "add":
+        new = copy.deepcopy(envelopes[index])
+        new["record"]["id"] = f"{0xABC0000000000000 + choice:016x}"
+        new["record"]["slug"] = f"{new['record']['slug'][:40].rstrip('-')}-added-{choice}"
+        if not any(e["record"]["id"] == new["record"]["id"] for e in envelopes):
+            envelopes.append(new)
+
+
+EDITS = st.tuples(st.sampled_from(["message", "words", "family", "tags", "file", "remove", "add"]), st.integers(0, COUNT - 1), st.integers(0, 50))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(edits=st.lists(EDITS, min_size=1, max_size=3))
+def test_any_few_random_changes_give_the_full_build_exactly(base, tmp_path_factory, edits):
+    tmp_path = tmp_path_factory.mktemp("random")
+    envelopes, db, out = _copy(base, tmp_path)
+    for edit in edits:
+        _apply(envelopes, edit)
+    ingest([_write(envelopes, tmp_path / "records")], db, prune=True)
+    report = build_site(db, out, incremental=True, jobs=1)
+    assert report.changed is not None
+    assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full")), edits
+    shutil.rmtree(tmp_path)
