@@ -39,7 +39,7 @@ from typing import Any
 from errordb.store import FTS_TOKENIZER
 
 #: Bumped when the cache's tables or their meaning change (an old cache is then ignored).
-CACHE_FORMAT = "2"
+CACHE_FORMAT = "3"
 _CHUNK = 500  # ids per IN (...) query
 #: A question a page asked: (record id, *:data:`errordb.site_related.Window`).
 Asked = tuple[str, str, str, Any, Any]
@@ -255,8 +255,9 @@ _SCHEMA = """
 CREATE TABLE info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE records (id TEXT PRIMARY KEY, hash TEXT, rid INTEGER, family TEXT, file TEXT, ph TEXT, mh TEXT, stems TEXT NOT NULL);
 CREATE TABLE tags (id TEXT NOT NULL, tag TEXT NOT NULL);
--- lo and hi without a type: rowids (integers) for most kinds, record ids (text) for tags.
-CREATE TABLE windows (id TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, lo ANY, hi ANY, stems TEXT NOT NULL);
+-- lo and hi without a declared type, so without affinity: rowids (integers) for most kinds,
+-- record ids (text, kept as text even when all digits) for tags.
+CREATE TABLE windows (id TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, lo, hi, stems TEXT NOT NULL);
 CREATE TABLE families (tag TEXT PRIMARY KEY, fingerprint TEXT NOT NULL);
 """
 _INDEXES = """

@@ -271,3 +271,19 @@ def test_any_few_random_changes_give_the_full_build_exactly(base, tmp_path_facto
     assert report.changed is not None
     assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full")), edits
     shutil.rmtree(tmp_path)
+
+
+def test_tag_windows_keep_all_digit_ids_as_text():
+    # An id of 16 decimal digits is valid hex; stored with a numeric affinity it would become a
+    # number and compare below every text id, and the window would no longer cover its range.
+    import sqlite3
+
+    conn = sqlite3.connect(":memory:")
+    conn.executescript(site_changes._SCHEMA)
+    stemmer = site_changes.Stemmer()
+    site_changes._write_windows(conn, [("abcdefabcdefabcd", "tag", "cuda", "1234567890123456", "1e10000000000000")], stemmer)
+    stemmer.close()
+    assert conn.execute("SELECT typeof(lo), typeof(hi) FROM windows").fetchone() == ("text", "text")
+    inside = f"SELECT count(*) FROM windows WHERE {site_changes._INSIDE}"
+    assert conn.execute(inside, ["1300000000000000"] * 2).fetchone()[0] == 1
+    assert conn.execute(inside, ["1e20000000000000"] * 2).fetchone()[0] == 0
