@@ -6,6 +6,7 @@ import contextlib
 import ctypes
 import errno
 import functools
+import hashlib
 import os
 import re
 import shutil
@@ -89,7 +90,7 @@ def _clean_up_after_killed_runs(target: Path) -> None:
     dead: list[tuple[str, Path]] = []
     for entry in target.parent.iterdir():
         found = pattern.match(entry.name)
-        if found and entry.is_dir() and not entry.is_symlink() and not _alive(int(found.group(2))):
+        if found and entry.is_dir() and not entry.is_symlink() and not process_alive(int(found.group(2))):
             dead.append((found.group(1), entry))
     olds = sorted((p for kind, p in dead if kind == "old"), key=lambda p: p.stat().st_mtime)
     if olds and not target.exists():
@@ -99,7 +100,8 @@ def _clean_up_after_killed_runs(target: Path) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (this one included): the pid in a staging name says whose it is."""
     if pid == os.getpid():
         return True
     try:
@@ -109,6 +111,15 @@ def _alive(pid: int) -> bool:
     except OSError:
         return True  # exists, another user's
     return True
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of the file at ``path``, read a megabyte at a time."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def write_text(path: Path, text: str) -> None:

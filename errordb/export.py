@@ -29,7 +29,7 @@ from typing import Any
 
 from errordb import __version__
 from errordb import export_layout as layout
-from errordb.atomic import replaced_dir
+from errordb.atomic import file_sha256, replaced_dir
 from errordb.export_bulk import JsonLinesGzip, StreamingZip
 from errordb.export_layout import Urls
 from errordb.export_listings import Paging, write_listings
@@ -266,9 +266,5 @@ def _version_info(
 
 
 def _download(tree: OutputTree, urls: Urls, name: str) -> dict[str, Any]:
-    digest = hashlib.sha256()
     path = tree.path(name)
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return {"url": urls.api(name), "bytes": os.path.getsize(path), "sha256": digest.hexdigest()}
+    return {"url": urls.api(name), "bytes": os.path.getsize(path), "sha256": file_sha256(path)}

@@ -207,9 +207,8 @@ def _build(
                     base_url, environment, str(templates), meta(db).get("datasetVersion") or "",
                 )  # fmt: skip
                 _render(db, config, staging, record_count, workers, report, progress)
-                windows, facts, computed = _asked(scratch)
                 previous_cache = site_changes.cache_path(out) if old_cache is not None else None
-                site_changes.write_cache(new_cache, out, windows, facts, computed, previous_cache, removed, families, staging / MANIFEST)
+                site_changes.write_cache(new_cache, out, _asked(scratch), previous_cache, removed, families, staging / MANIFEST)
         finally:
             if old_cache is not None:
                 old_cache.close()
@@ -231,18 +230,11 @@ def _find_affected(
     return removed
 
 
-def _asked(scratch: Path) -> tuple[Iterator[site_changes.Asked], Iterator[dict[str, Any]], set[str]]:
-    """The questions and the facts of the pages rendered from their inputs, and their record ids."""
-    files = sorted((scratch / "windows").iterdir())
-    computed: set[str] = set()
-    for file in files:
-        computed.update(fact["id"] for fact in json.loads(file.read_text(encoding="utf-8"))["facts"])
-
-    def read(key: str) -> Iterator[Any]:
-        for file in files:
-            yield from json.loads(file.read_text(encoding="utf-8"))[key]
-
-    return (tuple(window) for window in read("windows")), read("facts"), computed  # type: ignore[misc]
+def _asked(scratch: Path) -> Iterator[tuple[list[site_changes.Asked], list[dict[str, Any]]]]:
+    """Per rendering task, the questions and the facts of the pages it rendered from their inputs."""
+    for file in sorted((scratch / "windows").iterdir()):
+        asked = json.loads(file.read_text(encoding="utf-8"))
+        yield [tuple(window) for window in asked["windows"]], asked["facts"]  # type: ignore[misc]
 
 
 def _render(

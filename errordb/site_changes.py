@@ -36,6 +36,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from errordb.atomic import file_sha256, process_alive
 from errordb.store import FTS_TOKENIZER
 
 #: Bumped when the cache's tables or their meaning change (an old cache is then ignored).
@@ -51,14 +52,6 @@ def cache_path(out: Path) -> Path:
 
     name = hashlib.sha256(os.fsencode(Path(out).resolve())).hexdigest()[:24]
     return cache_dir() / "builds" / f"{name}.sqlite"
-
-
-def manifest_digest(manifest: Path) -> str:
-    digest = hashlib.sha256()
-    with open(manifest, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _text_hash(text: str | None) -> str | None:
@@ -102,8 +95,7 @@ _FACT_SQL = 'SELECT id, contentHash, rowid, backgroundTag, repo, filePath, messa
 
 def record_facts(store: sqlite3.Connection, ids: list[str], stemmer: Stemmer) -> Iterator[dict[str, Any]]:
     """What the cache keeps of each record in ``ids`` (those still in the store)."""
-    facts = list(raw_facts(store, ids))
-    yield from with_stems(facts, stemmer)
+    yield from with_stems(raw_facts(store, ids), stemmer)
 
 
 def raw_facts(store: sqlite3.Connection, ids: list[str]) -> Iterator[dict[str, Any]]:
@@ -158,7 +150,7 @@ def open_cache(out: Path, manifest: Path) -> sqlite3.Connection | None:
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         info = dict(conn.execute("SELECT key, value FROM info"))
-        if info.get("format") == CACHE_FORMAT and info.get("manifest") == manifest_digest(manifest):
+        if info.get("format") == CACHE_FORMAT and info.get("manifest") == file_sha256(manifest):
             return conn
         conn.close()
     except (sqlite3.Error, OSError):
@@ -269,19 +261,19 @@ CREATE INDEX records_mh ON records (mh);
 
 
 def write_cache(
-    path: Path, out: Path, windows: Iterable[Asked], facts: Iterable[dict[str, Any]], computed: set[str],
-    previous: Path | None, stale: set[str], families: dict[str, str], manifest: Path,
+    path: Path, out: Path, batches: Iterable[tuple[list[Asked], list[dict[str, Any]]]], previous: Path | None,
+    removed: set[str], families: dict[str, str], manifest: Path,
 ) -> None:
     """Write the cache of this build of the site ``out`` to ``path`` (a new file).
 
-    ``windows`` and ``facts`` (:func:`raw_facts`) are those of the pages rendered from their
-    inputs (``computed``, their record ids), as the workers read them while rendering: a record
-    that changes during the build then differs from its cached facts next time, and is
-    rendered again. With the ``previous`` cache (its file), the new one is a copy of it less the
-    rows of ``stale`` ids (the computed ones and the records removed since), plus the fresh
-    rows: the other records' rows hold unchanged, as their pages were reused only because
-    nothing they depend on changed. Without one, every record is computed. ``families``: the
-    fingerprints read before the pages were.
+    ``batches`` hold, per rendering task, the questions (``windows``) and the facts
+    (:func:`raw_facts`) of the pages rendered from their inputs, as the workers read them while
+    rendering: a record that changes during the build then differs from its cached facts next
+    time, and is rendered again. With the ``previous`` cache (its file), the new one is a copy
+    of it in which the rows of those records and of the ``removed`` ones are replaced; the other
+    records' rows hold unchanged, as their pages were reused only because nothing they depend
+    on changed. Without one, every record was rendered. ``families``: the fingerprints read
+    before the pages were.
     """
     if previous is not None:
         shutil.copyfile(previous, path)
@@ -290,23 +282,30 @@ def write_cache(
         if previous is None:
             conn.executescript(_SCHEMA + _INDEXES)
         else:
-            for chunk in _chunks(sorted(stale | computed)):
-                for table in ("records", "tags", "windows"):
-                    conn.execute(f"DELETE FROM {table} WHERE id IN ({_marks(chunk)})", chunk)
+            _delete_rows(conn, sorted(removed))
             conn.execute("DELETE FROM families")
             conn.execute("DELETE FROM info")
         stemmer = Stemmer()
         try:
-            _write_windows(conn, windows, stemmer)
-            _write_facts(conn, with_stems(facts, stemmer))
+            for windows, facts in batches:
+                if previous is not None:
+                    _delete_rows(conn, sorted({window[0] for window in windows} | {fact["id"] for fact in facts}))
+                _write_windows(conn, windows, stemmer)
+                _write_facts(conn, with_stems(facts, stemmer))
         finally:
             stemmer.close()
         conn.executemany("INSERT INTO families VALUES (?, ?)", families.items())
-        info = [("format", CACHE_FORMAT), ("manifest", manifest_digest(manifest)), ("out", str(out.resolve()))]
+        info = [("format", CACHE_FORMAT), ("manifest", file_sha256(manifest)), ("out", str(out.resolve()))]
         conn.executemany("INSERT INTO info VALUES (?, ?)", info)
         conn.commit()
     finally:
         conn.close()
+
+
+def _delete_rows(conn: sqlite3.Connection, ids: list[str]) -> None:
+    for chunk in _chunks(ids):
+        for table in ("records", "tags", "windows"):
+            conn.execute(f"DELETE FROM {table} WHERE id IN ({_marks(chunk)})", chunk)
 
 
 def _write_windows(conn: sqlite3.Connection, windows: Iterable[Asked], stemmer: Stemmer) -> None:
@@ -349,7 +348,7 @@ def new_cache_file(out: Path) -> Iterator[Path]:
     target.parent.mkdir(parents=True, exist_ok=True)
     for stale in target.parent.glob(f"{target.name}.new-*"):
         pid = stale.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not process_alive(int(pid)):
             stale.unlink(missing_ok=True)  # left by a killed build
     path = target.parent / f"{target.name}.new-{os.getpid()}"
     path.unlink(missing_ok=True)
@@ -381,9 +380,3 @@ def _prune_orphans(folder: Path) -> None:
                 conn.close()
             if row is None or not Path(row[0]).is_dir():
                 cache.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    from errordb.atomic import _alive as alive
-
-    return alive(pid)
