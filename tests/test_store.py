@@ -174,6 +174,42 @@ def test_duplicate_slug_is_refused(records, db_path):
     assert caught.value.field == "slug"
 
 
+@pytest.mark.parametrize("batch_size", [1, 2000])
+def test_duplicate_slug_is_found_across_batches(records, tmp_path, monkeypatch, batch_size):
+    # New records are staged and stored at the end: a slug taken in an earlier batch is still
+    # refused, and whatever the batches, the later file (in reading order) is the one named.
+    monkeypatch.setattr("errordb.store.BATCH_SIZE", batch_size)
+    data = envelope(BAILING_VALUE_ERROR)  # 3083cb…: read before ce31b3…
+    data["record"]["slug"] = "dspark-aux-hidden-capture-requires-pp-1"
+    write_envelope(records, data)
+    target = tmp_path / "new.db"
+    with pytest.raises(RecordError, match=f"already the slug of record {BAILING_VALUE_ERROR}") as caught:
+        ingest([records], target)
+    assert (caught.value.record_id, caught.value.field) == (KIMI_PP_ERROR, "slug")
+    assert caught.value.source.endswith(f"{KIMI_PP_ERROR}.json")
+    assert not target.exists()
+
+
+def test_a_new_record_may_take_the_slug_an_update_gives_up(records, db_path, monkeypatch):
+    # The new record's file is read first, in a batch of its own, before the update that frees
+    # its slug: the store is only checked for taken slugs once every batch is in.
+    monkeypatch.setattr("errordb.store.BATCH_SIZE", 1)
+    freed = envelope(KIMI_PP_ERROR)["record"]["slug"]
+    renamed = envelope(KIMI_PP_ERROR)
+    renamed["record"]["slug"] = "dspark-pp-1-only"
+    write_envelope(records, renamed)
+    new = envelope(KIMI_PP_ERROR)
+    new["record"].update(id="0000000000000001", slug=freed)
+    write_envelope(records, new, name="0-first/0000000000000001.json")
+    report = ingest([records], db_path)
+    assert (report.added, report.updated, report.unchanged) == (1, 1, 2)
+    db = connect(db_path)
+    slugs = dict(db.execute("SELECT id, slug FROM records WHERE id IN (?, ?)", [KIMI_PP_ERROR, "0000000000000001"]).fetchall())
+    assert slugs == {KIMI_PP_ERROR: "dspark-pp-1-only", "0000000000000001": freed}
+    solutions = db.execute("SELECT count(*) FROM solutions WHERE record_id = ?", ["0000000000000001"]).fetchone()[0]
+    assert solutions == len(new["record"]["solutions"])
+
+
 def test_failed_ingest_into_a_new_file_leaves_no_file(tmp_path, records):
     bad = envelope(KIMI_PP_ERROR)
     bad["record"]["severity"] = "nope"
