@@ -198,7 +198,22 @@ def ingest(paths: tuple[Path, ...], db_path: Path | None, prune: bool, families_
     # The bar's total costs a walk of the files: only worth it when a bar will be drawn.
     total = count_records(record_paths(paths)) if not quiet and is_interactive() else None
     with Progress("ingest", total, unit="records", enabled=not quiet) as bar:
-        report = ingest_records(list(paths) or None, db_path or Path("errordb.db"), prune=prune, families_path=families_path, progress=bar.update)
+        storing: Progress | None = None
+
+        def stored(done: int, new: int) -> None:
+            # Every record is read and checked: a second bar while the new ones go into the store.
+            nonlocal storing
+            if storing is None:
+                bar.close()
+                storing = Progress("ingest: storing", new, unit="new records", enabled=not quiet)
+            storing.update(done)
+
+        try:
+            report = ingest_records(list(paths) or None, db_path or Path("errordb.db"), prune=prune,
+                                    families_path=families_path, progress=bar.update, storing=stored)
+        finally:
+            if storing is not None:
+                storing.close()
     if not quiet:
         click.echo(f"{db_path or 'errordb.db'}: {report.summary()}", err=True)
 

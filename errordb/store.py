@@ -288,12 +288,15 @@ def ingest(
     prune: bool = False,
     families_path: str | os.PathLike[str] | None = None,
     progress: Callable[[int], None] | None = None,
+    storing: Callable[[int, int], None] | None = None,
 ) -> IngestReport:
     """Load record files into the store at ``db_path``, all or nothing.
 
     ``paths`` are files (``.json``, ``.jsonl``) or folders walked recursively; ``None`` means the
     bundled records. With ``prune``, records in the store that none of the files hold are
-    removed. ``progress`` is called with the number of records read so far.
+    removed. ``progress`` is called with the number of records read so far; then, once every
+    record is read and checked, ``storing`` with (new records stored, new records in all) as they
+    are moved into the store (the last tenth of a large first ingest's time, or more).
     """
     from errordb.prepare import PreparedRecords
 
@@ -321,7 +324,7 @@ def ingest(
                     read += len(batch)
                     if progress:
                         progress(read)
-                _store_staged(db)
+                _store_staged(db, storing)
                 if prune:
                     report.removed = _prune(db)
                 if report.added or report.updated or report.removed:
@@ -493,29 +496,73 @@ def _create_staging(db: sqlite_utils.Database) -> None:
         db.execute(f"CREATE TEMP TABLE new_{table} (record_id TEXT NOT NULL, position INTEGER NOT NULL, {value})")
 
 
-def _store_staged(db: sqlite_utils.Database) -> None:
+#: Staged records moved into the store per statement (a progress step; FTS5 flushes per statement).
+STORE_CHUNK = 50_000
+
+
+def _store_staged(db: sqlite_utils.Database, progress: Callable[[int, int], None] | None = None) -> None:
     """Move the new records and every changed record's child rows into the store, in key order.
 
     Ingest stages them instead of inserting each batch: a record's rowid is its id read as a
     number, so new records land all over the table, and inserting ~5 KB rows (with their FTS5
     entries) at random places costs twice as much as appending them, more as the table grows
     (62 s against 31 s for 300,000 records; bench/RESULTS.md). Staged rows are appended to a
-    temporary table, then copied once in rowid order through a small index on it.
+    temporary table, then copied in rowid order through small indexes on them, a range of ids
+    at a time: each range's records, then their child rows (ids sort as their rowids do).
     """
     _refuse_taken_slugs(db)
     db.execute("CREATE INDEX temp.new_records_rid ON new_records (rid)")
+    for table in _STAGED_CHILDREN:
+        db.execute(f"CREATE INDEX temp.new_{table}_key ON new_{table} (record_id, position)")
+    total = db.execute("SELECT count(*) FROM temp.new_records").fetchone()[0]
     columns = ", ".join(RECORD_COLUMNS)
-    db.execute(
-        f"INSERT INTO main.records (rowid, {columns}) "
-        f"SELECT rid, {columns} FROM temp.new_records INDEXED BY new_records_rid ORDER BY rid"
-    )
-    db.execute("DROP TABLE temp.new_records")
-    for table, value in _STAGED_CHILDREN.items():
-        db.execute(
-            f"INSERT INTO main.{table} (record_id, position, {value}) "
-            f"SELECT record_id, position, {value} FROM temp.new_{table} ORDER BY record_id, position"
-        )
+    stored = 0
+    for low, high in _id_ranges(db, STORE_CHUNK):
+        where, params = _in_range("rid", low, high, record_rowid)
+        moved = db.execute(
+            f"INSERT INTO main.records (rowid, {columns}) "
+            f"SELECT rid, {columns} FROM temp.new_records INDEXED BY new_records_rid WHERE {where} ORDER BY rid",
+            params,
+        ).rowcount
+        where, params = _in_range("record_id", low, high, str)
+        for table, value in _STAGED_CHILDREN.items():
+            db.execute(
+                f"INSERT INTO main.{table} (record_id, position, {value}) SELECT record_id, position, {value} "
+                f"FROM temp.new_{table} INDEXED BY new_{table}_key WHERE {where} ORDER BY record_id, position",
+                params,
+            )
+        stored += moved
+        if progress and moved:
+            progress(stored, total)
+    for table in ("records", *_STAGED_CHILDREN):
         db.execute(f"DROP TABLE temp.new_{table}")
+
+
+def _id_ranges(db: sqlite_utils.Database, size: int) -> Iterator[tuple[str | None, str | None]]:
+    """Consecutive ranges (low, high] of staged record ids, ``size`` records each; None: open."""
+    low = None
+    while True:
+        after, params = ("WHERE rid > ? ", [record_rowid(low)]) if low is not None else ("", [])
+        row = db.execute(
+            f"SELECT id FROM temp.new_records INDEXED BY new_records_rid {after}ORDER BY rid LIMIT 1 OFFSET ?",
+            [*params, size - 1],
+        ).fetchone()
+        high = row[0] if row else None
+        yield low, high
+        if high is None:
+            return
+        low = high
+
+
+def _in_range(column: str, low: str | None, high: str | None, convert: Callable[[str], Any]) -> tuple[str, list[Any]]:
+    conditions, params = ["1"], []
+    if low is not None:
+        conditions.append(f"{column} > ?")
+        params.append(convert(low))
+    if high is not None:
+        conditions.append(f"{column} <= ?")
+        params.append(convert(high))
+    return " AND ".join(conditions), params
 
 
 def _refuse_taken_slugs(db: sqlite_utils.Database) -> None:

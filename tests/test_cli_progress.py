@@ -98,6 +98,9 @@ def test_ingest_draws_a_bar_on_a_terminal_then_prints_the_summary(tmp_path, monk
     assert result.exit_code == 0, result.stderr
     bar, summary = result.stderr.rsplit("\r\x1b[K", 1)
     assert "ingest [" in bar and "2/2 records" in bar
+    # Then a second bar while the new records go into the store, drawn after the first is erased.
+    reading, storing = bar.split("\r\x1b[Kingest: storing", 1)
+    assert "2/2 records" in reading and "2/2 new records" in storing
     assert re.fullmatch(rf"{re.escape(str(db))}: 2 added, 0 updated, 0 unchanged, 0 removed in \d+\.\d\ds\n", summary)
 
 

@@ -210,6 +210,25 @@ def test_a_new_record_may_take_the_slug_an_update_gives_up(records, db_path, mon
     assert solutions == len(new["record"]["solutions"])
 
 
+def test_records_are_stored_a_range_of_ids_at_a_time(tmp_path, records, monkeypatch):
+    # One staged record per statement, and one record per batch: the same store as in one go.
+    monkeypatch.setattr("errordb.store.STORE_CHUNK", 1)
+    monkeypatch.setattr("errordb.store.BATCH_SIZE", 1)
+    stored: list[tuple[int, int]] = []
+    ingest([records], tmp_path / "chunked.db", storing=lambda done, total: stored.append((done, total)))
+    assert stored == [(1, 3), (2, 3), (3, 3)]
+    db = connect(tmp_path / "chunked.db")
+    assert {env.record.id: canonical_json(env) for env in iter_envelopes(db)} == {
+        record_id: record_file(record_id).read_text(encoding="utf-8") for record_id in ALL_IDS
+    }
+    counts = {t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("solutions", "prevention_tips", "record_tags")}
+    expected = {"solutions": "solutions", "prevention_tips": "preventionTips", "record_tags": "tags"}
+    assert counts == {t: sum(len(envelope(i)["record"][f]) for i in ALL_IDS) for t, f in expected.items()}
+    unchanged: list[tuple[int, int]] = []
+    ingest([records], tmp_path / "chunked.db", storing=lambda done, total: unchanged.append((done, total)))
+    assert unchanged == []  # nothing new: nothing to report
+
+
 def test_failed_ingest_into_a_new_file_leaves_no_file(tmp_path, records):
     bad = envelope(KIMI_PP_ERROR)
     bad["record"]["severity"] = "nope"
