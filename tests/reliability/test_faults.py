@@ -423,6 +423,13 @@ def test_a_full_disk_gives_one_line_and_changes_nothing(data, tiny_disk, figures
     fresh = run_process("ingest", data["files"]["new"], "--db", new_db)
     assert_one_line_error(fresh.stderr, fresh.returncode, str(new_db), "disk is full")
     assert not new_db.exists()
+    # New records are staged in SQLite's temporary folder before they go into the store.
+    elsewhere = tiny_disk.parent / "elsewhere.db"
+    shutil.copy(data["dbs"]["small-old"], elsewhere)
+    elsewhere_before = db_state(elsewhere)
+    staged = run_process("ingest", data["files"]["new"], "--db", elsewhere, env=dict(os.environ, SQLITE_TMPDIR=str(tiny_disk)))
+    assert_one_line_error(staged.stderr, staged.returncode, str(elsewhere), "disk is full", "SQLITE_TMPDIR")
+    assert db_state(elsewhere) == elsewhere_before and sorted(p.name for p in tiny_disk.iterdir()) == files_before
     site = tiny_disk / "site"
     assert run_process("build", "--db", data["dbs"]["small-old"], "--out", site, "-q").returncode in (0, 2)
     if not site.exists():
@@ -436,11 +443,12 @@ def test_a_full_disk_gives_one_line_and_changes_nothing(data, tiny_disk, figures
     assert leftovers(tiny_disk, "site") == [] and leftovers(tiny_disk, "api") == []
     figures.add(
         "Full disk",
-        "a 2 MB tmpfs: ingest of 700 records into a database there and into a new one; build and export of 700 records "
-        "over a small site there",
-        4,
-        "exit 2, one line ('the disk is full; nothing was written', or 'No space left on device' naming the file); "
-        "database content unchanged, no new database left, site unchanged, no staging folder left",
+        "a 2 MB tmpfs: ingest of 700 records into a database there, into a new one, and into a database elsewhere "
+        "with SQLite's temporary folder there; build and export of 700 records over a small site there",
+        5,
+        "exit 2, one line ('the disk is full (the database's, or that of SQLite's temporary files …); nothing was "
+        "written', or 'No space left on device' naming the file); database content unchanged, no new database left, "
+        "site unchanged, no staging folder left",
     )
 
 
