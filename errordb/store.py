@@ -347,11 +347,11 @@ def ingest(
 
 
 #: Page cache of the ingest's connection (KiB, SQLite's negative form): the indexes on random
-#: keys (slug, matchKey, filePath…) are written all over the file, and a small cache makes a
-#: large ingest re-read the same pages. 256 MB stores a million new records in 96 s instead of
-#: 138 s with 64 MB (bench/RESULTS.md). SQLite takes pages as it needs them, so a small ingest
-#: uses little of it; memory stays bounded by it.
-INGEST_CACHE_KIB = 262144
+#: keys (slug, matchKey, filePath…) are written all over the file, and SQLite's default 2 MB
+#: makes a large ingest re-read the same pages. Memory stays bounded by it. 256 MB stored a
+#: million records' rows 30% faster, but the whole ingest only ~4% (one run each, within the
+#: noise) for ~190 MB more: not worth it (bench/RESULTS.md).
+INGEST_CACHE_KIB = 65536
 
 
 def _tune_for_bulk_writes(db: sqlite_utils.Database) -> None:
