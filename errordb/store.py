@@ -300,7 +300,7 @@ def ingest(
     bundled records. With ``prune``, records in the store that none of the files hold are
     removed. ``progress`` is called with the number of records read so far; then, once every
     record is read and checked, ``storing`` with (new records stored, new records in all) as they
-    are moved into the store (the last tenth of a large first ingest's time, or more).
+    are moved into the store (~40% of a first ingest of a million records).
     """
     from errordb.prepare import PreparedRecords
 
