@@ -192,28 +192,16 @@ def ingest(paths: tuple[Path, ...], db_path: Path | None, prune: bool, families_
     Example:
       errordb ingest records/ --db errordb.db --prune
     """
-    from errordb.progress import Progress, count_records, is_interactive, record_paths
+    from errordb.progress import StageBars, count_records, is_interactive, record_paths
     from errordb.store import ingest as ingest_records
 
     # The bar's total costs a walk of the files: only worth it when a bar will be drawn.
     total = count_records(record_paths(paths)) if not quiet and is_interactive() else None
-    with Progress("ingest", total, unit="records", enabled=not quiet) as bar:
-        storing: Progress | None = None
-
-        def stored(done: int, new: int) -> None:
-            # Every record is read and checked: a second bar while the new ones go into the store.
-            nonlocal storing
-            if storing is None:
-                bar.close()
-                storing = Progress("ingest: storing", new, unit="new records", enabled=not quiet)
-            storing.update(done)
-
-        try:
-            report = ingest_records(list(paths) or None, db_path or Path("errordb.db"), prune=prune,
-                                    families_path=families_path, progress=bar.update, storing=stored)
-        finally:
-            if storing is not None:
-                storing.close()
+    # Reading, then (a second bar) moving the new records into the store.
+    with StageBars("ingest", {None: "records", "storing": "new records"}, enabled=not quiet) as bars:
+        report = ingest_records(list(paths) or None, db_path or Path("errordb.db"), prune=prune, families_path=families_path,
+                                progress=lambda done: bars.update(None, done, total),
+                                storing=lambda done, new: bars.update("storing", done, new))  # fmt: skip
     if not quiet:
         click.echo(f"{db_path or 'errordb.db'}: {report.summary()}", err=True)
 
@@ -665,27 +653,14 @@ def harvest(path: Path, repo: str, sha: str, out: Path, prefix: str, prune: bool
           --sha 0123456789abcdef0123456789abcdef01234567 --out records/ --prune --analyzed-at 2026-08-28
     """
     from errordb.harvest import harvest as harvest_tree
-    from errordb.progress import Progress
+    from errordb.progress import StageBars
 
     # One bar per stage of the run (two passes over the files, checking drafts, writing),
     # each with its own total and ETA; drawn only on a terminal and never with --quiet.
-    units = {"classes": "files", "raises": "files", "checking": "drafts", "writing": "files"}
-    bar: Progress | None = None
-
-    def advance(stage: str, done: int, total: int) -> None:
-        nonlocal bar
-        if bar is None or bar.label != f"harvest: {stage}":
-            if bar is not None:
-                bar.close()
-            bar = Progress(f"harvest: {stage}", total, unit=units.get(stage, "items"), enabled=not quiet)
-        bar.update(done)
-
-    try:
+    units: dict[str | None, str] = {"classes": "files", "raises": "files", "checking": "drafts", "writing": "files"}
+    with StageBars("harvest", units, enabled=not quiet) as bars:
         report = harvest_tree(path, repo=repo, sha=sha, out=out, prefix=prefix, prune=prune,
-                              analyzed_at=analyzed_at, dataset_version=dataset_version, progress=advance)
-    finally:
-        if bar is not None:
-            bar.close()
+                              analyzed_at=analyzed_at, dataset_version=dataset_version, progress=bars.update)
     if report_path is not None:
         from errordb.atomic import write_text
 

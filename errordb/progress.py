@@ -136,6 +136,37 @@ class Progress:
         self._visible = True
 
 
+class StageBars:
+    """One :class:`Progress` bar per stage of a run, each erasing the one before; a context manager.
+
+    ``update(stage, done, total)`` draws stage ``stage`` (``None``: the run's first, unnamed
+    stage, labelled ``label`` alone; otherwise ``"label: stage"``) with its own total and ETA;
+    ``units`` maps a stage to the unit shown ("items" when not given).
+    """
+
+    def __init__(self, label: str, units: dict[str | None, str], *, enabled: bool | None = None):
+        self.label, self.units, self.enabled = label, units, enabled
+        self._stage: str | None = None
+        self._bar: Progress | None = None
+
+    def __enter__(self) -> StageBars:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+    def update(self, stage: str | None, done: int, total: int | None) -> None:
+        """Record ``done`` of ``total`` for ``stage``, starting its bar when it is a new stage."""
+        if self._bar is None or stage != self._stage:
+            if self._bar is not None:
+                self._bar.close()
+            label = self.label if stage is None else f"{self.label}: {stage}"
+            self._stage = stage
+            self._bar = Progress(label, total, unit=self.units.get(stage, "items"), enabled=self.enabled)
+        self._bar.update(done)
+
+
 @contextlib.contextmanager
 def activity(label: str, *, enabled: bool | None = None, stream: IO[str] | None = None) -> Iterator[None]:
     """A spinner with the elapsed time while the body runs, for work without a progress callback.
