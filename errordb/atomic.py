@@ -17,7 +17,7 @@ from pathlib import Path
 
 
 @contextlib.contextmanager
-def replaced_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
+def replaced_dir(target: str | os.PathLike[str], *, start_from: Path | None = None, keep_old: Path | None = None) -> Iterator[Path]:
     """Yield an empty folder beside ``target``; on success it replaces ``target``.
 
     On any error the new folder is removed and ``target`` is left as it was. On Linux the swap
@@ -26,27 +26,47 @@ def replaced_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
     leaves the old folder at ``.<name>.old-<pid>-*`` and no ``target``: the next run puts it
     back first. Folders left beside ``target`` by killed runs (``.<name>.new-<pid>-*``, which
     hold a half-written output or, after the exchange, the old one) are removed by the next run.
+
+    ``start_from``: a folder beside ``target`` (a *spare*) to yield instead of an empty one; it
+    is moved to the staging name first, so a run killed while it is half-updated leaves it to be
+    removed like any staging folder. ``keep_old``: where the replaced folder goes, instead of
+    being removed (a new spare; whatever is there already is removed).
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     _clean_up_after_killed_runs(target)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.new-{os.getpid()}-", dir=target.parent))
+    if start_from is not None:
+        os.rmdir(staging)
+        os.rename(start_from, staging)
     try:
         yield staging
         os.chmod(staging, 0o755)
         if not target.exists():
             os.rename(staging, target)
         elif _exchange(staging, target):
-            shutil.rmtree(staging, ignore_errors=True)  # it holds the old folder now
+            _retire(staging, keep_old)  # it holds the old folder now
         else:
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-{os.getpid()}-", dir=target.parent))
             os.rmdir(old)
             os.rename(target, old)
             os.rename(staging, target)
-            shutil.rmtree(old, ignore_errors=True)
+            _retire(old, keep_old)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _retire(old: Path, keep: Path | None) -> None:
+    """Remove the replaced folder ``old``, or keep it at ``keep``."""
+    if keep is None:
+        shutil.rmtree(old, ignore_errors=True)
+        return
+    if keep.is_symlink() or keep.is_file():
+        keep.unlink()
+    elif keep.exists():
+        shutil.rmtree(keep, ignore_errors=True)
+    os.rename(old, keep)
 
 
 _AT_FDCWD = -100

@@ -22,15 +22,15 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from errordb import __version__
 from errordb import export_layout as layout
 from errordb.atomic import file_sha256, replaced_dir
-from errordb.export_bulk import JsonLinesGzip, StreamingZip
+from errordb.export_bulk import JsonLinesGzip, Segment, StreamingZip, zip_entries
 from errordb.export_layout import Urls
 from errordb.export_listings import Paging, write_listings
 from errordb.export_openapi import openapi_document
@@ -40,7 +40,7 @@ from errordb.export_sqlite import SqliteRelease, export_sqlite
 
 __all__ = [
     "DEFAULT_PAGE_BYTES", "DEFAULT_PAGE_SIZE", "ExportError", "ExportReport", "SqliteRelease",
-    "export_api", "export_sqlite", "write_api", "write_api_listings",
+    "PreviousApi", "clear_for_update", "export_api", "export_sqlite", "write_api", "write_api_listings",
 ]  # fmt: skip
 
 _RECORD_ID = re.compile(r"[0-9a-f]{16}")
@@ -65,6 +65,22 @@ class ExportReport:
         return f"{self.records} records, {self.files} files, {self.bytes / 1e6:.1f} MB in {self.seconds:.2f}s"
 
 
+@dataclass(frozen=True)
+class PreviousApi:
+    """An API written before (by an earlier site build), for :func:`write_api` to reuse.
+
+    ``changed`` are the ids of the records added, changed or removed since it was written; with
+    them, the other records' files are linked without being read, and their entries in the bulk
+    downloads are copied as they are (``all.jsonl.gz`` also needs the ``segments`` that writing
+    it returned). ``None``: not known, so each earlier file is read and linked only when its
+    SHA-256 is the record's ``contentHash``, and the bulk downloads are compressed again.
+    """
+
+    folder: Path
+    changed: Collection[str] | None = None
+    segments: list[Segment] | None = None
+
+
 def write_api(
     db: Any,
     out_dir: Path,
@@ -72,21 +88,46 @@ def write_api(
     base_url: str = "/",
     page_size: int = DEFAULT_PAGE_SIZE,
     page_bytes: int = DEFAULT_PAGE_BYTES,
-    previous: Path | None = None,
+    previous: Path | PreviousApi | None = None,
     listings: bool = True,
-) -> None:
-    """Write the whole API into ``out_dir``, an existing empty folder.
+    stale: Collection[str] | None = None,
+) -> list[Segment]:
+    """Write the whole API into ``out_dir``, an existing empty folder; returns the segments of
+    ``all.jsonl.gz`` (see :class:`errordb.export_bulk.JsonLinesGzip`), for the next build.
 
     ``db`` is an open store (sqlite_utils Database or sqlite3 connection). ``base_url`` is where
     the site is served; the API is expected at ``<base_url>api/``, which is what its links
     (``jsonUrl``, page URLs, OpenAPI ``servers``) say. ``previous`` is an API written before
-    (an incremental site build's): a record file there whose SHA-256 is the record's
-    ``contentHash`` holds exactly the bytes this export would write, so it is linked, not
-    rebuilt. ``listings=False`` leaves out what :func:`write_api_listings` writes, for a caller
-    that writes those at the same time in another process. Nothing here is atomic: a failure
-    leaves ``out_dir`` half-written (use :func:`export_api` for that).
+    (a folder, or a :class:`PreviousApi` that says what changed since): what it holds that this
+    export would write again is linked or copied, not rebuilt. ``listings=False`` leaves out
+    what :func:`write_api_listings` writes, for a caller that writes those at the same time in
+    another process. ``stale``: ``out_dir`` holds an API written earlier, whose record files
+    are right but for those of the records in ``stale``, and :func:`clear_for_update` has
+    removed the rest; only what is missing is written. Nothing here is atomic: a failure leaves ``out_dir`` half-written (use
+    :func:`export_api` for that).
     """
-    _write(db, OutputTree(Path(out_dir)), Urls.for_site(base_url), Paging(page_size, page_bytes), previous=previous, listings=listings)
+    if isinstance(previous, Path):
+        previous = PreviousApi(previous)
+    return _write(db, OutputTree(Path(out_dir)), Urls.for_site(base_url), Paging(page_size, page_bytes), previous=previous, listings=listings, stale=stale)[1]
+
+
+def clear_for_update(root: Path, stale: Collection[str]) -> None:
+    """Remove from the earlier API in ``root`` every file but the record files of the records
+    not in ``stale``: what is left is what an export would write again as it is, so
+    :func:`write_api` (given the same ``stale``) writes only the rest."""
+    import shutil
+
+    for entry in sorted(root.iterdir()):
+        if entry.name != "errors" or entry.is_symlink() or not entry.is_dir():
+            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+            continue
+        for name in ("index.json", "index.pages"):
+            listing = entry / name
+            shutil.rmtree(listing) if listing.is_dir() and not listing.is_symlink() else listing.unlink(missing_ok=True)
+        for record_id in sorted(stale):
+            if isinstance(record_id, str) and _RECORD_ID.fullmatch(record_id):
+                for relative in (layout.record_path(record_id), layout.record_alias_path(record_id)):
+                    (root / relative).unlink(missing_ok=True)
 
 
 def write_api_listings(db: Any, out_dir: Path, *, base_url: str = "/", page_size: int = DEFAULT_PAGE_SIZE, page_bytes: int = DEFAULT_PAGE_BYTES) -> None:
@@ -114,7 +155,7 @@ def export_api(
     try:
         with replaced_dir(out) as staging:
             tree = OutputTree(staging)
-            records = _write(db, tree, urls, paging, progress)
+            records, _ = _write(db, tree, urls, paging, progress)
     except sqlite3.DatabaseError as exc:
         # A damaged store: one line, without the damaged text SQLite may quote (the old API stays).
         from errordb.store import unreadable
@@ -128,20 +169,20 @@ def export_api(
 
 def _write(
     db: Any, tree: OutputTree, urls: Urls, paging: Paging, progress: Callable[[int], None] | None = None,
-    previous: Path | None = None, listings: bool = True,
-) -> int:
-    """Every file of the API; returns the number of records."""
+    previous: PreviousApi | None = None, listings: bool = True, stale: Collection[str] | None = None,
+) -> tuple[int, list[Segment]]:
+    """Every file of the API; returns the number of records and the segments of ``all.jsonl.gz``."""
     from errordb.store import meta
 
     with _read_snapshot(db):
-        count = _write_records(db, tree, progress, previous)
+        count, segments = _write_records(db, tree, progress, previous, stale)
         if listings:
             write_listings(db, tree, urls, paging)
         stats = meta(db)
     explain = _write_schemas(tree)
     tree.write_json(layout.OPENAPI, openapi_document(urls, explain_version=explain), pretty=True)
     tree.write_json(layout.VERSION, _version_info(tree, urls, stats, count, explain), pretty=True)
-    return count
+    return count, segments
 
 
 @contextlib.contextmanager
@@ -158,19 +199,32 @@ def _read_snapshot(db: Any) -> Iterator[None]:
         conn.rollback()  # it only read
 
 
-def _write_records(db: Any, tree: OutputTree, progress: Callable[[int], None] | None = None, previous: Path | None = None) -> int:
-    """``errors/<id>.json`` and ``errors/<id>`` for each record, and the two bulk files, in one pass."""
+def _write_records(
+    db: Any, tree: OutputTree, progress: Callable[[int], None] | None = None, previous: PreviousApi | None = None,
+    stale: Collection[str] | None = None,
+) -> tuple[int, list[Segment]]:
+    """``errors/<id>.json`` and ``errors/<id>`` for each record, and the two bulk files, in one
+    pass (with ``stale``, see :func:`write_api`, the record files of the others are there)."""
     count = 0
-    with tree.open(layout.ALL_JSONL) as jsonl_file, tree.open(layout.ALL_ZIP) as zip_file:
-        jsonl, archive = JsonLinesGzip(jsonl_file), StreamingZip(zip_file)
-        for record_id, data, old in _record_files(db, previous):
-            if old is None:
-                tree.write_bytes(layout.record_path(record_id), data)
-            else:
-                tree.adopt(old, layout.record_path(record_id))
-            tree.link(layout.record_path(record_id), layout.record_alias_path(record_id))
-            jsonl.add(data.decode("utf-8"))
-            archive.add(f"{record_id}.json", data)
+    with contextlib.ExitStack() as stack:
+        jsonl_file, zip_file = stack.enter_context(tree.open(layout.ALL_JSONL)), stack.enter_context(tree.open(layout.ALL_ZIP))
+        old_jsonl, old_zip = _previous_bulk(stack, previous)
+        jsonl, archive = JsonLinesGzip(jsonl_file, old_jsonl), StreamingZip(zip_file)
+        old_entries = zip_entries(old_zip) if old_zip is not None else iter(())
+        entry = next(old_entries, None)
+        for record_id, data, old, unchanged in _record_files(db, previous):
+            there = stale is not None and record_id not in stale and isinstance(record_id, str) and _RECORD_ID.fullmatch(record_id)
+            if not there:  # (else its two files are there already)
+                if old is None or not tree.adopt(old, layout.record_path(record_id), missing_ok=True):
+                    data = data if isinstance(data, bytes) else data()
+                    tree.write_bytes(layout.record_path(record_id), data)
+                tree.link(layout.record_path(record_id), layout.record_alias_path(record_id))
+            jsonl.add(record_id, data, unchanged)
+            name = f"{record_id}.json".encode()
+            while entry is not None and entry.name < name:
+                entry = next(old_entries, None)
+            if not (unchanged and entry is not None and entry.name == name and archive.copy(entry, old_zip)):  # type: ignore[arg-type]
+                archive.add(name.decode(), data if isinstance(data, bytes) else data())
             count += 1
             if progress and count % 1000 == 0:
                 progress(count)
@@ -178,41 +232,72 @@ def _write_records(db: Any, tree: OutputTree, progress: Callable[[int], None] | 
         archive.close()
     if progress:
         progress(count)
-    return count
+    return count, jsonl.segments
 
 
-def _record_files(db: Any, previous: Path | None) -> Iterator[tuple[str, bytes, Path | None]]:
-    """(id, file bytes, the previous API's identical file or None) of every record, by id."""
+def _previous_bulk(stack: contextlib.ExitStack, previous: PreviousApi | None) -> tuple[tuple[IO[bytes], list[Segment]] | None, IO[bytes] | None]:
+    """The previous API's bulk files, open, when what changed since is known (else None, None)."""
+    if previous is None or previous.changed is None:
+        return None, None
+    files = []
+    for name in (layout.ALL_JSONL, layout.ALL_ZIP):
+        path = previous.folder / name
+        try:
+            files.append(stack.enter_context(open(path, "rb")) if path.is_file() and not path.is_symlink() else None)
+        except OSError:
+            files.append(None)
+    jsonl = (files[0], previous.segments) if files[0] is not None and previous.segments else None
+    return jsonl, files[1]
+
+
+def _record_files(db: Any, previous: PreviousApi | None) -> Iterator[tuple[str, bytes | Callable[[], bytes], Path | None, bool]]:
+    """Per record, by id: (id, its file's bytes or a function that makes them, the previous
+    API's file holding those bytes or None, whether that file is known to be unchanged)."""
     from errordb.schema import canonical_json
     from errordb.store import iter_envelopes
 
     if previous is None:
         for envelope in iter_envelopes(db):
-            yield envelope.record.id, canonical_json(envelope).encode("utf-8"), None
+            yield envelope.record.id, canonical_json(envelope).encode("utf-8"), None, False
         return
     conn = getattr(db, "conn", db)
+
+    def made(record_id: str) -> Callable[[], bytes]:
+        def make() -> bytes:
+            (envelope,) = iter_envelopes(db, where="id = ?", params=[record_id])
+            return canonical_json(envelope).encode("utf-8")
+
+        return make
+
     cursor = conn.execute("SELECT id, contentHash FROM records ORDER BY id")
     while rows := cursor.fetchmany(1000):
         fresh: list[str] = []
-        found: dict[str, tuple[bytes, Path]] = {}
+        found: dict[str, tuple[bytes | Callable[[], bytes], Path | None, bool]] = {}
         for record_id, content_hash in rows:
-            data = b""
             # Ids are checked on ingest, but a path is built from this one: never from a hand-edited id.
-            if isinstance(record_id, str) and _RECORD_ID.fullmatch(record_id):
-                old = previous / layout.record_path(record_id)
+            plain = isinstance(record_id, str) and _RECORD_ID.fullmatch(record_id) is not None
+            old = previous.folder / layout.record_path(record_id) if plain else None
+            if previous.changed is not None:
+                if plain and record_id not in previous.changed:
+                    found[record_id] = (made(record_id), old, True)  # its earlier file is trusted, as its page is
+                else:
+                    fresh.append(record_id)
+                continue
+            data = b""
+            if old is not None:
                 with contextlib.suppress(OSError):
                     data = old.read_bytes() if not old.is_symlink() else b""
             if data and hashlib.sha256(data).hexdigest() == content_hash:
-                found[record_id] = (data, old)
+                found[record_id] = (data, old, False)
             else:
                 fresh.append(record_id)
         if fresh:
             marks = ",".join("?" * len(fresh))
             for envelope in iter_envelopes(db, where=f"id IN ({marks})", params=fresh):
-                found[envelope.record.id] = (canonical_json(envelope).encode("utf-8"), None)  # type: ignore[assignment]
+                found[envelope.record.id] = (canonical_json(envelope).encode("utf-8"), None, False)
         for record_id, _ in rows:
-            data, old = found[record_id]
-            yield record_id, data, old
+            data, old, unchanged = found[record_id]
+            yield record_id, data, old, unchanged
 
 
 def _write_schemas(tree: OutputTree) -> int | None:

@@ -15,11 +15,13 @@ millions of records:
 
 from __future__ import annotations
 
-import gzip
+import functools
 import shutil
 import struct
 import tempfile
 import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import IO
 
 #: Beyond these, the classic zip fields cannot hold the value and ZIP64 records take over.
@@ -34,17 +36,129 @@ _FILE_MODE = 0o100644 << 16  # a regular file, rw-r--r--
 _LEVEL = 6
 
 
+#: A gzip segment ends after a record whose id hashes to this (1 in 256; see :class:`JsonLinesGzip`).
+_SEGMENT_END = 0
+#: ... or after this many records, whatever the ids (bounds the memory one segment takes).
+SEGMENT_MOST = 4096
+_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no name, MTIME 0, OS unknown
+_FINAL_BLOCK = b"\x03\x00"  # an empty final block: what ends every segmented stream
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One run of records in ``all.jsonl.gz``: its ids, and where its deflate bytes are."""
+
+    first: str
+    last: str
+    count: int
+    offset: int
+    length: int
+    crc: int
+    size: int
+
+
 class JsonLinesGzip:
-    """Gzip-compressed JSON Lines: :meth:`add` one JSON text per line."""
+    """Gzip-compressed JSON Lines: :meth:`add` one record's JSON text per line, in id order.
 
-    def __init__(self, file: IO[bytes]):
-        self._gzip = gzip.GzipFile(filename="", mode="wb", fileobj=file, mtime=0, compresslevel=_LEVEL)
+    The file is one gzip member, so every gzip reader reads all of it, but its deflate stream is
+    made of *segments* compressed independently (each ends byte-aligned, as pigz does): a
+    segment ends after a record whose id hashes to :data:`_SEGMENT_END` (one record in 256), or
+    after :data:`SEGMENT_MOST` records. Where a segment ends depends only on the ids, not on the
+    dataset's history or size, so when one record changes only its own segment changes, and a
+    writer given the previous file and its :attr:`segments` (``previous``) copies every other
+    segment's bytes as they are instead of compressing them again. Resetting the compressor
+    every ~256 records costs little: deflate only looks 32 KB back anyway.
+    """
 
-    def add(self, text: str) -> None:
-        self._gzip.write(text.encode("utf-8") + b"\n")
+    def __init__(self, file: IO[bytes], previous: tuple[IO[bytes], list[Segment]] | None = None):
+        self._out = file
+        self._out.write(_GZIP_HEADER)
+        self._offset = len(_GZIP_HEADER)
+        self._crc = 0
+        self._size = 0
+        self._pending: list[tuple[str, bytes | Callable[[], bytes], bool]] = []
+        self._old_file, old = previous if previous is not None else (None, [])
+        self._old = {(s.first, s.last): s for s in old}
+        #: The segments written so far (a small list: one per ~256 records).
+        self.segments: list[Segment] = []
+
+    def add(self, record_id: str, data: bytes | Callable[[], bytes], unchanged: bool = False) -> None:
+        """Append one record's JSON (``data``, or a function that returns it when it is needed).
+
+        ``unchanged``: the record is the one the previous file holds, so its segment may be copied.
+        """
+        self._pending.append((record_id, data, unchanged))
+        if zlib.crc32(record_id.encode("utf-8")) & 0xFF == _SEGMENT_END or len(self._pending) >= SEGMENT_MOST:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        first, last, count = self._pending[0][0], self._pending[-1][0], len(self._pending)
+        old = self._old.get((first, last))
+        packed = None
+        if old is not None and old.count == count and all(unchanged for _, _, unchanged in self._pending):
+            # Same first and last id, as many records, none changed: the same records, the same bytes.
+            assert self._old_file is not None
+            self._old_file.seek(old.offset)
+            packed = self._old_file.read(old.length)
+            crc, size = old.crc, old.size
+        if packed is None or len(packed) != old.length:  # type: ignore[union-attr]
+            text = b"".join((data if isinstance(data, bytes) else data()) + b"\n" for _, data, _ in self._pending)
+            compressor = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15)  # raw deflate, a fresh dictionary
+            packed = compressor.compress(text) + compressor.flush(zlib.Z_SYNC_FLUSH)  # ends byte-aligned
+            crc, size = zlib.crc32(text), len(text)
+        self._out.write(packed)
+        self.segments.append(Segment(first, last, count, self._offset, len(packed), crc, size))
+        self._offset += len(packed)
+        self._crc = crc32_combine(self._crc, crc, size)
+        self._size += size
+        self._pending.clear()
 
     def close(self) -> None:
-        self._gzip.close()
+        self._flush()
+        self._out.write(_FINAL_BLOCK + struct.pack("<2I", self._crc, self._size & 0xFFFFFFFF))
+
+
+def crc32_combine(first: int, second: int, second_length: int) -> int:
+    """The CRC-32 of two byte strings end to end, from their CRCs and the second one's length.
+
+    A CRC register is linear over GF(2): feeding ``n`` zero bytes maps it by a fixed 32x32 bit
+    matrix, so CRC(A + B) is that map of CRC(A) for ``n = len(B)``, XOR CRC(B) (the initial and
+    final inversions cancel). The maps for 1, 2, 4, ... zero bytes are squared once and kept.
+    """
+    register, step = first, 0
+    while second_length:
+        if second_length & 1:
+            register = _apply(_zero_bytes_map(step), register)
+        second_length >>= 1
+        step += 1
+    return register ^ second
+
+
+def _apply(matrix: tuple[int, ...], vector: int) -> int:
+    result, bit = 0, 0
+    while vector:
+        if vector & 1:
+            result ^= matrix[bit]
+        vector >>= 1
+        bit += 1
+    return result
+
+
+@functools.cache
+def _zero_bytes_map(power: int) -> tuple[int, ...]:
+    """The map of the register by 2**power zero bytes: column ``i`` is the image of bit ``i``."""
+    if power == 0:
+        columns = []
+        for bit in range(32):
+            register = 1 << bit
+            for _ in range(8):  # one zero byte is eight zero bits of the reflected polynomial
+                register = (register >> 1) ^ 0xEDB88320 if register & 1 else register >> 1
+            columns.append(register)
+        return tuple(columns)
+    half = _zero_bytes_map(power - 1)
+    return tuple(_apply(half, column) for column in half)
 
 
 class StreamingZip:
@@ -60,15 +174,34 @@ class StreamingZip:
     def add(self, name: str, data: bytes) -> None:
         """Append the file ``name`` holding ``data``, deflate-compressed."""
         encoded = name.encode("utf-8")
-        flags = 0 if encoded.isascii() else 0x800  # bit 11: the name is UTF-8
         compressor = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15)  # raw deflate, as zip stores it
         packed = compressor.compress(data) + compressor.flush()
-        crc = zlib.crc32(data)
         if max(len(data), len(packed)) >= 0xFFFFFFFF:
             # A record is a few hundred kilobytes at most; no entry needs 64-bit sizes.
             raise ValueError(f"{name}: {len(data)} bytes is too large for a zip entry here")
+        self._append(encoded, zlib.crc32(data), len(data), packed)
+
+    def copy(self, entry: ZipEntry, archive: IO[bytes]) -> bool:
+        """Append ``entry`` of the earlier ``archive`` (one of these writers' own) as its bytes
+        are, without compressing it again; False (nothing written) when the entry is not there."""
+        archive.seek(entry.offset)
+        local = archive.read(30)
+        if len(local) != 30 or local[:4] != b"PK\x03\x04":
+            return False
+        name_length, extra_length = struct.unpack("<2H", local[26:30])
+        name = archive.read(name_length)
+        if name != entry.name or extra_length:
+            return False
+        packed = archive.read(entry.packed)
+        if len(packed) != entry.packed:
+            return False
+        self._append(name, entry.crc, entry.size, packed)
+        return True
+
+    def _append(self, encoded: bytes, crc: int, size: int, packed: bytes) -> None:
+        flags = 0 if encoded.isascii() else 0x800  # bit 11: the name is UTF-8
         local = struct.pack(
-            "<I5H3I2H", 0x04034B50, 20, flags, _DEFLATE, _DOS_TIME, _DOS_DATE, crc, len(packed), len(data), len(encoded), 0
+            "<I5H3I2H", 0x04034B50, 20, flags, _DEFLATE, _DOS_TIME, _DOS_DATE, crc, len(packed), size, len(encoded), 0
         )
         self._out.write(local + encoded)
         self._out.write(packed)
@@ -80,7 +213,7 @@ class StreamingZip:
         central = struct.pack(
             "<I6H3I5H2I",
             0x02014B50, (_UNIX << 8) | version, version, flags, _DEFLATE, _DOS_TIME, _DOS_DATE,
-            crc, len(packed), len(data),
+            crc, len(packed), size,
             len(encoded), len(extra), 0, 0, 0,
             _FILE_MODE, offset,
         )  # fmt: skip
@@ -106,3 +239,68 @@ class StreamingZip:
             size = 0xFFFFFFFF if size >= ZIP64_OFFSET_LIMIT else size
             start = 0xFFFFFFFF if start >= ZIP64_OFFSET_LIMIT else start
         self._out.write(struct.pack("<I4H2IH", 0x06054B50, 0, 0, count, count, size, start, 0))
+
+
+@dataclass(frozen=True)
+class ZipEntry:
+    """One file of an archive, as its central directory describes it."""
+
+    name: bytes
+    crc: int
+    packed: int
+    size: int
+    offset: int
+
+
+def zip_entries(archive: IO[bytes]) -> Iterator[ZipEntry]:
+    """The entries of an archive :class:`StreamingZip` wrote, in their order, read from its
+    central directory a piece at a time; nothing (an empty iterator) when it is not one."""
+    archive.seek(0, 2)
+    end = archive.tell()
+    if end < 22:
+        return
+    archive.seek(end - 22)
+    record = archive.read(22)
+    if record[:4] != b"PK\x05\x06":
+        return  # not ours: ours never has a comment, so the end record is the last 22 bytes
+    count, size, start = struct.unpack("<2x2x2xH2I2x", record[4:])
+    if count == 0xFFFF or 0xFFFFFFFF in (size, start):
+        archive.seek(end - 22 - 20)
+        locator = archive.read(20)
+        if locator[:4] != b"PK\x06\x07":
+            return
+        (zip64_end,) = struct.unpack("<4xQ4x", locator[4:])
+        archive.seek(zip64_end)
+        record64 = archive.read(56)
+        if record64[:4] != b"PK\x06\x06":
+            return
+        count, size, start = struct.unpack("<3Q", record64[32:56])
+    archive.seek(start)
+    buffer, at, remaining = b"", 0, size
+
+    def have(length: int) -> bool:
+        nonlocal buffer, at, remaining
+        while len(buffer) - at < length and remaining:
+            chunk = archive.read(min(remaining, 1 << 20))
+            if not chunk:
+                return False
+            remaining -= len(chunk)
+            buffer, at = buffer[at:] + chunk, 0
+        return len(buffer) - at >= length
+
+    for _ in range(count):
+        if not have(46) or buffer[at : at + 4] != b"PK\x01\x02":
+            return
+        crc, packed, length, name_length, extra_length, comment_length = struct.unpack_from("<3I3H", buffer, at + 16)
+        (offset,) = struct.unpack_from("<I", buffer, at + 42)
+        whole = 46 + name_length + extra_length + comment_length
+        if not have(whole):
+            return
+        name = buffer[at + 46 : at + 46 + name_length]
+        if offset == 0xFFFFFFFF:
+            extra = buffer[at + 46 + name_length : at + 46 + name_length + extra_length]
+            if len(extra) < 12 or extra[:2] != b"\x01\x00":
+                return
+            (offset,) = struct.unpack_from("<Q", extra, 4)
+        yield ZipEntry(name, crc, packed, length, offset)
+        at += whole

@@ -100,17 +100,28 @@ class OutputTree:
         """
         self.adopt(self.path(existing), relative)
 
-    def adopt(self, source: Path, relative: str) -> None:
-        """Make ``relative`` a name of the file ``source`` (in the tree or not; a copy where links fail)."""
+    def adopt(self, source: Path, relative: str, missing_ok: bool = False) -> bool:
+        """Make ``relative`` a name of the file ``source`` (in the tree or not; a copy where links
+        fail). With ``missing_ok``, a ``source`` that is not there (or is not a plain file) is no
+        error: nothing is made, and it returns False."""
         target = self.path(relative)
+        if missing_ok and os.path.islink(source):
+            return False  # never publish what a link in an earlier output points at
         try:
             os.link(source, target)
         except FileExistsError:
             raise ExportError(f"{relative}: two API files map to this name") from None
+        except FileNotFoundError:
+            if missing_ok and not os.path.lexists(target):
+                return False
+            raise
         except OSError:
+            if missing_ok and not os.path.isfile(source):
+                return False
             shutil.copyfile(source, target)
             self.bytes += target.stat().st_size
         self.files += 1
+        return True
 
 
 class Pager:

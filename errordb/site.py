@@ -31,6 +31,7 @@ How it is built:
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import multiprocessing
 import os
@@ -43,15 +44,20 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlite_utils
 
 from errordb import site_changes
 from errordb import site_pages as pages
 from errordb import site_paths as paths
-from errordb.atomic import replaced_dir
+from errordb.atomic import file_sha256, replaced_dir
+from errordb.export_bulk import Segment
+from errordb.export_layout import ALL_JSONL
 from errordb.site_paths import SiteError
+
+if TYPE_CHECKING:
+    from errordb.export import PreviousApi
 
 #: Bumped when the output changes in a way the input hashes cannot see.
 BUILD_FORMAT = "1"
@@ -166,6 +172,7 @@ class _Config:
     staging: str
     previous: str | None  # the old build to reuse pages from, when incremental
     changes: bool  # the ``affected`` table lists the only records whose pages may have changed
+    in_place: bool  # staging is the spare, brought up to date (``stale_paths`` may differ from previous)
     base_url: str
     environment: str
     templates: str
@@ -185,13 +192,16 @@ def _build(
     report = BuildReport(out=out, workers=workers)
     old_cache = None
     removed: set[str] = set()
+    changed: set[str] | None = None
+    spare, keep = _spare_plan(out, environment, incremental)
     with site_changes.new_cache_file(out) as new_cache:
         try:
-            with tempfile.TemporaryDirectory(prefix="errordb-build-") as scratch_name, replaced_dir(out) as staging:
+            with tempfile.TemporaryDirectory(prefix="errordb-build-") as scratch_name, replaced_dir(out, start_from=spare, keep_old=keep) as staging:
                 scratch = Path(scratch_name)
                 (scratch / "entries").mkdir()
                 (scratch / "windows").mkdir()
                 work = sqlite3.connect(scratch / "work.sqlite")
+                stale_records: set[str] | None = None
                 try:
                     pages.build_shared_message_table(db.conn, work)
                     families = site_changes.family_fingerprints(db.conn)  # before any page reads them
@@ -199,16 +209,29 @@ def _build(
                     if previous is not None:
                         old_cache = site_changes.open_cache(out, out / MANIFEST)
                         if old_cache is not None:
-                            removed = _find_affected(db.conn, old_cache, work, report, families)
+                            changed, removed = _find_affected(db.conn, old_cache, work, report, families)
+                    if spare is not None:
+                        if old_cache is None or changed is None:
+                            _empty(staging)  # the cache went away since it was checked: build afresh
+                            spare = None
+                        else:
+                            stale_records = site_changes.load_stale(old_cache, work) | changed
                 finally:
+                    work.commit()
                     work.close()
                 config = _Config(
                     db_path, str(scratch), str(staging), str(previous) if previous else None, old_cache is not None,
-                    base_url, environment, str(templates), meta(db).get("datasetVersion") or "",
+                    spare is not None, base_url, environment, str(templates), meta(db).get("datasetVersion") or "",
                 )  # fmt: skip
-                _render(db, config, staging, record_count, workers, report, progress)
+                old_api = _previous_api(out, old_cache, changed) if previous is not None else None
+                kept = site_changes.cache_manifest(old_cache) if keep is not None and old_cache is not None and changed is not None else ""
+                segments = _render(db, config, staging, record_count, workers, report, progress, old_api, stale_records)
+                spare_paths = _settle(scratch, staging, config, bool(kept))
                 previous_cache = site_changes.cache_path(out) if old_cache is not None else None
-                site_changes.write_cache(new_cache, out, _asked(scratch), previous_cache, removed, families, staging / MANIFEST)
+                site_changes.write_cache(
+                    new_cache, out, _asked(scratch), previous_cache, removed, families, staging / MANIFEST,
+                    segments, staging / "api" / ALL_JSONL, site_changes.Spare(kept, spare_paths, changed if kept and changed else set()),
+                )  # fmt: skip
         finally:
             if old_cache is not None:
                 old_cache.close()
@@ -216,18 +239,127 @@ def _build(
     return report
 
 
+def spare_path(out: Path) -> Path:
+    """Where the build before the current one is kept, to be brought up to date by the next:
+    a hidden folder beside ``out`` (``.site.spare`` for ``site``)."""
+    return out.parent / f".{out.name}.spare"
+
+
+def _spare_plan(out: Path, environment: str, incremental: bool) -> tuple[Path | None, Path | None]:
+    """(the spare to bring up to date instead of starting from an empty folder, or None; where
+    to keep the build this one replaces, or None to remove it).
+
+    A spare is used only when the current build's cache says it is the build the current one
+    was made from (the SHA-256 of its manifest) and lists what differs between the two; the
+    replaced build is kept only when that can be said of it, that is when the cache is used.
+    A spare that cannot be used is removed.
+    """
+    spare = spare_path(out)
+    use = keep = None
+    if incremental and _manifest_environment(out / MANIFEST) == environment:
+        cache = site_changes.open_cache(out, out / MANIFEST)
+        if cache is not None:
+            try:
+                keep = spare
+                wanted = site_changes.spare_manifest(cache)
+                manifest = spare / MANIFEST
+                if wanted and spare.is_dir() and not spare.is_symlink() and manifest.is_file() and not manifest.is_symlink():
+                    use = spare if file_sha256(manifest) == wanted else None
+            finally:
+                cache.close()
+    if use is None and keep is None and (spare.exists() or spare.is_symlink()):
+        _remove(spare)
+    return use, keep
+
+
+def _manifest_environment(manifest: Path) -> str | None:
+    try:
+        with open(manifest, encoding="utf-8") as handle:
+            header = json.loads(handle.readline().rstrip().removesuffix('"files": [').rstrip(", ") + "}")
+    except (OSError, ValueError):
+        return None
+    return header.get("environment") if isinstance(header, dict) and header.get("format") == MANIFEST_FORMAT else None
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _empty(folder: Path) -> None:
+    for entry in sorted(folder.iterdir()):
+        _remove(entry)
+
+
+def _settle(scratch: Path, staging: Path, config: _Config, keeping: bool) -> list[str]:
+    """After rendering: remove from a spare what the new build does not have. ``keeping``: the
+    build this one replaces is kept as the next one's spare, so return the paths whose file
+    differs from it (or that it had and this one has not): those the next build brings up to
+    date in it."""
+    if not config.in_place and not keeping:
+        return []
+    work = sqlite3.connect(scratch / "work.sqlite")
+    try:
+        work.execute(_PREVIOUS_TABLE)  # (empty when the previous manifest was not read)
+        _list_current(work, staging)
+        if config.in_place:
+            leftovers = work.execute(
+                "SELECT path FROM previous WHERE path NOT IN (SELECT path FROM current)"
+                " UNION SELECT path FROM stale_paths WHERE path NOT IN (SELECT path FROM current) ORDER BY 1"
+            ).fetchall()
+            for (name,) in leftovers:
+                _remove_page(staging, tuple(name.split("/")))
+        if not keeping:
+            return []
+        differ = work.execute(
+            "SELECT c.path FROM current c LEFT JOIN previous p ON p.path = c.path WHERE p.sha IS NOT c.sha"
+            " UNION SELECT path FROM previous WHERE path NOT IN (SELECT path FROM current) ORDER BY 1"
+        )
+        return [name for (name,) in differ]
+    finally:
+        work.close()
+
+
+def _remove_page(root: Path, path: tuple[str, ...]) -> None:
+    """Remove one file the build no longer has, and the folders it leaves empty."""
+    target = output_path(root, path)
+    target.unlink(missing_ok=True)
+    folder = target.parent
+    while folder != root:
+        try:
+            folder.rmdir()
+        except OSError:
+            break  # not empty
+        folder = folder.parent
+
+
 def _find_affected(
     store: sqlite3.Connection, old_cache: sqlite3.Connection, work: sqlite3.Connection, report: BuildReport, families: dict[str, str],
-) -> set[str]:
+) -> tuple[set[str], set[str]]:
     """Fill ``work``'s ``affected`` table (the records whose pages may differ from the old
-    build); returns the ids of the records removed since."""
+    build); returns the ids of the records added, changed or removed since, and of those removed."""
     from errordb.site_repro import covered_records
 
-    affected, report.changed, removed = site_changes.affected_records(store, old_cache, covered_records(), families)
+    affected, changed, removed = site_changes.affected_records(store, old_cache, covered_records(), families)
+    report.changed = len(changed)
     work.execute("CREATE TABLE affected (id TEXT PRIMARY KEY)")
     work.executemany("INSERT INTO affected VALUES (?)", ((record_id,) for record_id in sorted(affected)))
     work.commit()
-    return removed
+    return changed, removed
+
+
+def _previous_api(out: Path, old_cache: sqlite3.Connection | None, changed: set[str] | None) -> PreviousApi | None:
+    """The old build's API, with what the cache knows of it (nothing without a cache)."""
+    from errordb.export import PreviousApi
+
+    folder = out / "api"
+    if not folder.is_dir() or folder.is_symlink():
+        return None
+    if old_cache is None or changed is None:
+        return PreviousApi(folder)
+    return PreviousApi(folder, changed, site_changes.cached_segments(old_cache, folder / ALL_JSONL))
 
 
 def _asked(scratch: Path) -> Iterator[tuple[list[site_changes.Asked], list[dict[str, Any]]]]:
@@ -239,9 +371,11 @@ def _asked(scratch: Path) -> Iterator[tuple[list[site_changes.Asked], list[dict[
 
 def _render(
     db: sqlite_utils.Database, config: _Config, staging: Path, record_count: int, workers: int, report: BuildReport,
-    progress: Callable[[int, int], None],
-) -> None:
-    """Every page, the API, the static files, sitemaps and the manifest, into ``staging``."""
+    progress: Callable[[int, int], None], old_api: PreviousApi | None, stale_records: set[str] | None,
+) -> list[Segment]:
+    """Every page, the API, the static files, sitemaps and the manifest, into ``staging``;
+    returns the segments of the API's ``all.jsonl.gz``. ``stale_records``: staging is the
+    spare, whose API's record files are right but for these records'."""
     scratch = Path(config.scratch)
     templates = Path(config.templates)
     base_url, environment = config.base_url, config.environment
@@ -249,12 +383,12 @@ def _render(
     if workers > 1:
         context = multiprocessing.get_context("spawn")  # never fork a process holding SQLite handles
         with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(config,)) as pool:
-            (staging / "api").mkdir()
+            _api_folder(staging, stale_records)
             # The API's listings in a worker, its records and bulk files here, while the workers render.
             listings = pool.submit(_run_api_listings)
             futures = [pool.submit(_run_task, index, task) for index, task in enumerate(tasks)]
             try:
-                _write_api(db, staging, base_url, config.previous, listings=False)
+                segments = _write_api(db, staging, base_url, old_api, stale_records, listings=False)
                 results = []
                 for future in futures:
                     results.append(future.result())
@@ -272,8 +406,8 @@ def _render(
                 progress(len(results), len(tasks))
         finally:
             _close_worker()
-        (staging / "api").mkdir()
-        _write_api(db, staging, base_url, config.previous)
+        _api_folder(staging, stale_records)
+        segments = _write_api(db, staging, base_url, old_api, stale_records)
     for html_pages, rendered, reused in results:
         report.pages += html_pages
         report.rendered += rendered
@@ -282,6 +416,23 @@ def _render(
     extra += _write_search_meta(staging, record_count)
     extra += _write_sitemaps(scratch, staging, len(tasks), report.pages, base_url, templates)
     _write_manifest(scratch, staging, len(tasks), environment, extra)
+    return segments
+
+
+def _api_folder(staging: Path, stale_records: set[str] | None) -> None:
+    """The API's folder: a new one, or the spare's, with what will be written again removed."""
+    if stale_records is None or not (staging / "api").is_dir():
+        (staging / "api").mkdir(exist_ok=stale_records is not None)
+        return
+    from errordb.export import clear_for_update
+
+    clear_for_update(staging / "api", stale_records)
+
+
+def _list_current(work: sqlite3.Connection, staging: Path) -> None:
+    """Every file this build wrote (its manifest), with its hash, into ``work``'s ``current`` table."""
+    work.execute("CREATE TABLE current (path TEXT PRIMARY KEY, sha TEXT NOT NULL)")
+    _insert_batches(work, "INSERT OR REPLACE INTO current VALUES (?, ?)", ((name, sha) for name, _, sha in _manifest_entries(staging / MANIFEST)))
 
 
 def _worker_count(jobs: int | None, record_count: int, db_path: str | None) -> int:
@@ -292,12 +443,13 @@ def _worker_count(jobs: int | None, record_count: int, db_path: str | None) -> i
     return min(2, os.cpu_count() or 1) if record_count >= POOL_THRESHOLD else 1
 
 
-def _write_api(db: sqlite_utils.Database, staging: Path, base_url: str, previous: str | None, listings: bool = True) -> None:
+def _write_api(
+    db: sqlite_utils.Database, staging: Path, base_url: str, previous: PreviousApi | None, stale: set[str] | None, listings: bool = True,
+) -> list[Segment]:
     # Imported here: the API export is its own module (issue 6); a build without it is an error.
     from errordb.export import write_api
 
-    old_api = Path(previous) / "api" if previous else None
-    write_api(db, staging / "api", base_url=base_url, previous=old_api if old_api and old_api.is_dir() else None, listings=listings)
+    return write_api(db, staging / "api", base_url=base_url, previous=previous, listings=listings, stale=stale)
 
 
 # Planning ---------------------------------------------------------------------------------------
@@ -499,23 +651,43 @@ class _Renderer:
         if row is None or (key is not None and row[0] != key):
             return False
         key = row[0]
+        target = output_path(self.staging, path)
+        if self.config.in_place and self.work.execute("SELECT 1 FROM stale_paths WHERE path = ?", [name]).fetchone() is None:
+            self.entries.append((name, key, row[1]))  # the spare holds the previous build's file already
+            return True
         old = self.previous.joinpath(*path)
         if not old.is_file() or old.is_symlink():
             return False
-        target = output_path(self.staging, path)
         target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target
+        if self.config.in_place:
+            temporary = target.with_name(f".{target.name}.new")
+            temporary.unlink(missing_ok=True)
         try:
-            os.link(old, target)  # the old build is removed after the swap; the link keeps the file
+            os.link(old, temporary)  # the old build may be removed after the swap; the link keeps the file
         except OSError:
-            shutil.copyfile(old, target)
+            shutil.copyfile(old, temporary)
+        if temporary != target:
+            os.replace(temporary, target)
         self.entries.append((name, key, row[1]))
         return True
 
     def _write(self, path: tuple[str, ...], key: str, data: bytes) -> None:
         target = output_path(self.staging, path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        put_file(target, data, self.config.in_place)
         self.entries.append(("/".join(path), key, hashlib.sha256(data).hexdigest()))
+
+
+def put_file(target: Path, data: bytes, replace: bool) -> None:
+    """Write ``data`` to ``target``; with ``replace``, as a new file renamed over the old one,
+    never into it (in a spare, a file may be a hard link to the live site's)."""
+    if not replace:
+        target.write_bytes(data)
+        return
+    temporary = target.with_name(f".{target.name}.new")
+    temporary.write_bytes(data)
+    os.replace(temporary, target)
 
 
 def output_path(root: Path, path: tuple[str, ...]) -> Path:
@@ -565,7 +737,7 @@ def _copy_static(templates: Path, staging: Path) -> list[tuple[str, str, str]]:
             data = source.read_bytes()
             target = output_path(staging, ("static", source.name))
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+            put_file(target, data, target.exists())
             digest = hashlib.sha256(data).hexdigest()
             entries.append((f"static/{source.name}", digest, digest))
     return entries
@@ -581,7 +753,7 @@ def _write_small(staging: Path, path: tuple[str, ...], text: str) -> tuple[str, 
     data = text.encode("utf-8")
     target = output_path(staging, path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(data)
+    put_file(target, data, target.exists())
     digest = hashlib.sha256(data).hexdigest()
     return ("/".join(path), digest, digest)
 
@@ -616,13 +788,18 @@ def _write_sitemaps(scratch: Path, staging: Path, tasks: int, page_count: int, b
 
 def _write_manifest(scratch: Path, staging: Path, tasks: int, environment: str, extra: list[tuple[str, str, str]]) -> None:
     """One file per line, so the next incremental build reads it without holding it all."""
-    with open(staging / MANIFEST, "w", encoding="utf-8", newline="\n") as handle:
+    # Written beside and renamed over the spare's own (which the next build would otherwise trust).
+    with open(staging / f"{MANIFEST}.new", "w", encoding="utf-8", newline="\n") as handle:
         handle.write(json.dumps({"format": MANIFEST_FORMAT, "version": 1, "environment": environment})[:-1] + ', "files": [\n')
         first = True
-        for entry in [*_entries(scratch, tasks), *extra]:
+        for entry in itertools.chain(_entries(scratch, tasks), extra):
             handle.write(("" if first else ",\n") + json.dumps(list(entry), ensure_ascii=False))
             first = False
         handle.write("\n]}\n")
+    os.replace(staging / f"{MANIFEST}.new", staging / MANIFEST)
+
+
+_PREVIOUS_TABLE = "CREATE TABLE IF NOT EXISTS previous (path TEXT PRIMARY KEY, key TEXT NOT NULL, sha TEXT NOT NULL)"
 
 
 def _load_manifest(out: Path, environment: str, work: sqlite3.Connection) -> bool:
@@ -631,29 +808,31 @@ def _load_manifest(out: Path, environment: str, work: sqlite3.Connection) -> boo
     A manifest of another environment (templates, site code, options or library versions
     changed) is not loaded: every page is rendered again.
     """
-    work.execute("CREATE TABLE previous (path TEXT PRIMARY KEY, key TEXT NOT NULL, sha TEXT NOT NULL)")
+    work.execute(_PREVIOUS_TABLE)
     manifest = out / MANIFEST
-    if not manifest.is_file():
+    if not manifest.is_file() or _manifest_environment(manifest) != environment:
         return False
     try:
-        with open(manifest, encoding="utf-8") as handle:
-            header = json.loads(handle.readline().rstrip().removesuffix('"files": [').rstrip(", ") + "}")
-            if header.get("format") != MANIFEST_FORMAT or header.get("environment") != environment:
-                return False
-            batch = []
-            for line in handle:
-                line = line.strip().removesuffix(",")
-                if line in ("", "]}"):
-                    continue
-                name, key, sha = json.loads(line)
-                batch.append((name, key, sha))
-                if len(batch) >= 10_000:
-                    work.executemany("INSERT OR REPLACE INTO previous VALUES (?, ?, ?)", batch)
-                    batch.clear()
-            work.executemany("INSERT OR REPLACE INTO previous VALUES (?, ?, ?)", batch)
+        _insert_batches(work, "INSERT OR REPLACE INTO previous VALUES (?, ?, ?)", _manifest_entries(manifest))
     except (OSError, ValueError, TypeError):
         work.execute("DELETE FROM previous")
         work.commit()
         return False  # an unreadable manifest means a full build, not a failed one
     work.commit()
     return True
+
+
+def _manifest_entries(manifest: Path) -> Iterator[tuple[str, str, str]]:
+    """The (path, input hash, content hash) lines of a manifest, one at a time."""
+    with open(manifest, encoding="utf-8") as handle:
+        handle.readline()  # the header
+        for line in handle:
+            line = line.strip().removesuffix(",")
+            if line not in ("", "]}"):
+                name, key, sha = json.loads(line)
+                yield name, key, sha
+
+
+def _insert_batches(work: sqlite3.Connection, sql: str, rows: Iterator[tuple[Any, ...]]) -> None:
+    while batch := list(itertools.islice(rows, 10_000)):
+        work.executemany(sql, batch)

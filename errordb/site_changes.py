@@ -33,14 +33,16 @@ import os
 import shutil
 import sqlite3
 from collections.abc import Iterable, Iterator
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
 from errordb.atomic import file_sha256, process_alive
+from errordb.export_bulk import Segment
 from errordb.store import FTS_TOKENIZER
 
 #: Bumped when the cache's tables or their meaning change (an old cache is then ignored).
-CACHE_FORMAT = "3"
+CACHE_FORMAT = "4"
 _CHUNK = 500  # ids per IN (...) query
 #: A question a page asked: (record id, *:data:`errordb.site_related.Window`).
 Asked = tuple[str, str, str, Any, Any]
@@ -182,7 +184,7 @@ def affected_records(
         stemmer.close()
     for fact in facts:
         affected.update(_reached(cache, fact))
-    return affected, len(set(changed_old) | set(changed_new)), set(changed_old) - set(changed_new)
+    return affected, set(changed_old) | set(changed_new), set(changed_old) - set(changed_new)
 
 
 def _changed(store: sqlite3.Connection, cache: sqlite3.Connection) -> tuple[list[str], list[str]]:
@@ -251,6 +253,15 @@ CREATE TABLE tags (id TEXT NOT NULL, tag TEXT NOT NULL);
 -- record ids (text, kept as text even when all digits) for tags.
 CREATE TABLE windows (id TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, lo, hi, stems TEXT NOT NULL);
 CREATE TABLE families (tag TEXT PRIMARY KEY, fingerprint TEXT NOT NULL);
+-- The segments of the build's api/all.jsonl.gz (errordb.export_bulk.Segment), so the next build
+-- copies those whose records did not change; info's "jsonl" says which file they describe.
+-- What differs between this build and the one before it, which is kept beside it as its spare
+-- (info's "spare": the SHA-256 of that one's manifest): the next build brings the spare up to
+-- date by rewriting these files (pages, by path; the API's record files, by record id).
+CREATE TABLE spare_paths (path TEXT PRIMARY KEY);
+CREATE TABLE spare_records (id TEXT PRIMARY KEY);
+CREATE TABLE segments (first TEXT NOT NULL, last TEXT NOT NULL, count INTEGER NOT NULL, "offset" INTEGER NOT NULL,
+                       length INTEGER NOT NULL, crc INTEGER NOT NULL, size INTEGER NOT NULL);
 """
 _INDEXES = """
 CREATE INDEX tags_id ON tags (id);
@@ -262,7 +273,7 @@ CREATE INDEX records_mh ON records (mh);
 
 def write_cache(
     path: Path, out: Path, batches: Iterable[tuple[list[Asked], list[dict[str, Any]]]], previous: Path | None,
-    removed: set[str], families: dict[str, str], manifest: Path,
+    removed: set[str], families: dict[str, str], manifest: Path, segments: list[Segment], jsonl: Path, spare: Spare,
 ) -> None:
     """Write the cache of this build of the site ``out`` to ``path`` (a new file).
 
@@ -273,7 +284,8 @@ def write_cache(
     of it in which the rows of those records and of the ``removed`` ones are replaced; the other
     records' rows hold unchanged, as their pages were reused only because nothing they depend
     on changed. Without one, every record was rendered. ``families``: the fingerprints read
-    before the pages were.
+    before the pages were. ``segments``: those of ``jsonl``, the build's ``all.jsonl.gz``.
+    ``spare``: how this build differs from the one it replaces, kept as its spare.
     """
     if previous is not None:
         shutil.copyfile(previous, path)
@@ -285,6 +297,9 @@ def write_cache(
             _delete_rows(conn, sorted(removed))
             conn.execute("DELETE FROM families")
             conn.execute("DELETE FROM info")
+            conn.execute("DELETE FROM segments")
+            conn.execute("DELETE FROM spare_paths")
+            conn.execute("DELETE FROM spare_records")
         stemmer = Stemmer()
         try:
             for windows, facts in batches:
@@ -295,11 +310,69 @@ def write_cache(
         finally:
             stemmer.close()
         conn.executemany("INSERT INTO families VALUES (?, ?)", families.items())
-        info = [("format", CACHE_FORMAT), ("manifest", file_sha256(manifest)), ("out", str(out.resolve()))]
+        conn.executemany("INSERT INTO segments VALUES (?, ?, ?, ?, ?, ?, ?)", (astuple(segment) for segment in segments))
+        conn.executemany("INSERT INTO spare_paths VALUES (?)", ((path,) for path in spare.paths))
+        conn.executemany("INSERT INTO spare_records VALUES (?)", ((record_id,) for record_id in sorted(spare.records)))
+        info = [
+            ("format", CACHE_FORMAT), ("manifest", file_sha256(manifest)), ("out", str(out.resolve())), ("jsonl", _file_stamp(jsonl)),
+            ("spare", spare.manifest),
+        ]  # fmt: skip
         conn.executemany("INSERT INTO info VALUES (?, ?)", info)
         conn.commit()
     finally:
         conn.close()
+
+
+@dataclass(frozen=True)
+class Spare:
+    """How a build differs from the one it replaced, kept beside it (``manifest``: the SHA-256
+    of that build's manifest, empty when it is not kept)."""
+
+    manifest: str
+    paths: list[str]
+    records: set[str]
+
+
+def cache_manifest(cache: sqlite3.Connection) -> str:
+    """The SHA-256 of the manifest of the build the cache belongs to."""
+    return _info(cache, "manifest")
+
+
+def spare_manifest(cache: sqlite3.Connection) -> str:
+    """The SHA-256 of the manifest of the spare the cache's build was made beside ("": none)."""
+    return _info(cache, "spare")
+
+
+def _info(cache: sqlite3.Connection, key: str) -> str:
+    row = cache.execute("SELECT value FROM info WHERE key = ?", [key]).fetchone()
+    return row[0] if row else ""
+
+
+def load_stale(cache: sqlite3.Connection, work: sqlite3.Connection) -> set[str]:
+    """Copy the cache's ``spare_paths`` into ``work``'s ``stale_paths``; returns ``spare_records``."""
+    work.execute("CREATE TABLE stale_paths (path TEXT PRIMARY KEY)")
+    cursor = cache.execute("SELECT path FROM spare_paths")
+    while rows := cursor.fetchmany(10_000):
+        work.executemany("INSERT INTO stale_paths VALUES (?)", rows)
+    return {row[0] for row in cache.execute("SELECT id FROM spare_records")}
+
+
+def _file_stamp(path: Path) -> str:
+    """Size, modification time and inode: enough to tell that a file of ours was replaced or edited."""
+    try:
+        status = path.stat()
+    except OSError:
+        return ""
+    return f"{status.st_size}:{status.st_mtime_ns}:{status.st_ino}"
+
+
+def cached_segments(cache: sqlite3.Connection, jsonl: Path) -> list[Segment] | None:
+    """The segments of ``jsonl`` (the previous build's ``all.jsonl.gz``) the cache holds, or None
+    when that file is not the one they describe any more."""
+    row = cache.execute("SELECT value FROM info WHERE key = 'jsonl'").fetchone()
+    if row is None or not row[0] or row[0] != _file_stamp(jsonl):
+        return None
+    return [Segment(*row) for row in cache.execute('SELECT first, last, count, "offset", length, crc, size FROM segments ORDER BY "offset"')]
 
 
 def _delete_rows(conn: sqlite3.Connection, ids: list[str]) -> None:

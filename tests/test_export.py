@@ -83,8 +83,12 @@ def test_two_exports_are_byte_identical_whatever_the_ingest_order(api, store, tm
 def test_write_api_fills_the_given_folder(store, tmp_path):
     (tmp_path / "api").mkdir()
     db = connect(store)
-    assert write_api(db, tmp_path / "api", base_url="https://errordb.example/docs") is None
+    segments = write_api(db, tmp_path / "api", base_url="https://errordb.example/docs")
+    records = db.execute("SELECT count(*) FROM records").fetchone()[0]
     db.close()
+    # What the next build needs to copy all.jsonl.gz's unchanged parts: every record, in segments.
+    assert sum(segment.count for segment in segments) == records
+    assert segments[-1].offset + segments[-1].length + 2 + 8 == (tmp_path / "api" / "all.jsonl.gz").stat().st_size
     manifest = json.loads((tmp_path / "api" / "errors" / "index.json").read_text())
     page = json.loads((tmp_path / "api" / "errors" / "index.pages" / "page-0001.json").read_text())
     assert manifest["pages"][0]["url"] == "https://errordb.example/docs/api/errors/index.pages/page-0001.json"

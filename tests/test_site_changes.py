@@ -193,17 +193,142 @@ def _full(db: Path, out: Path) -> Path:
     return out
 
 
-def test_the_api_links_unchanged_record_files_and_checks_them_first(base, tmp_path):
+def test_the_api_links_unchanged_record_files_without_reading_them(base, tmp_path):
     envelopes, db, out = _copy(base, tmp_path)
-    kept, edited, tampered = (_record(envelopes, i)["id"] for i in (1, 5, 9))
+    kept, edited = (_record(envelopes, i)["id"] for i in (1, 5))
+    inode = (out / "api" / "errors" / f"{kept}.json").stat().st_ino
+    _edit_documentation(envelopes, None)
+    ingest([_write(envelopes, tmp_path / "records")], db)
+    report = build_site(db, out, incremental=True, jobs=1)
+    assert report.changed == 1  # the cache said which record changed: the others' files are trusted
+    assert (out / "api" / "errors" / f"{kept}.json").stat().st_ino == inode
+    assert (out / "api" / "errors" / f"{edited}.json").stat().st_ino != inode
+    assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full"))
+
+
+def test_without_the_cache_record_files_are_checked_before_they_are_linked(base, tmp_path):
+    envelopes, db, out = _copy(base, tmp_path)
+    site_changes.cache_path(out).unlink()
+    kept, tampered = (_record(envelopes, i)["id"] for i in (1, 9))
     inode = (out / "api" / "errors" / f"{kept}.json").stat().st_ino
     # A file of the old API that does not hold its record any more (edited by hand): not reused.
     (out / "api" / "errors" / f"{tampered}.json").write_bytes(b'{"record": {}}')
     _edit_documentation(envelopes, None)
     ingest([_write(envelopes, tmp_path / "records")], db)
-    build_site(db, out, incremental=True, jobs=1)
+    assert build_site(db, out, incremental=True, jobs=1).changed is None
     assert (out / "api" / "errors" / f"{kept}.json").stat().st_ino == inode
-    assert (out / "api" / "errors" / f"{edited}.json").stat().st_ino != inode
+    assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full"))
+
+
+def test_a_link_in_the_old_api_is_not_followed(base, tmp_path):
+    envelopes, db, out = _copy(base, tmp_path)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for the site")
+    planted = out / "api" / "errors" / f"{_record(envelopes, 3)['id']}.json"
+    planted.unlink()
+    planted.symlink_to(secret)
+    _edit_documentation(envelopes, None)
+    ingest([_write(envelopes, tmp_path / "records")], db)
+    assert build_site(db, out, incremental=True, jobs=1).changed == 1
+    assert not planted.is_symlink()
+    assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full"))
+
+
+def test_the_bulk_downloads_copy_what_did_not_change(base, tmp_path, monkeypatch):
+    import gzip
+    import zipfile
+    import zlib
+
+    from errordb import export_bulk
+
+    envelopes, db, _ = _copy(base, tmp_path)
+    monkeypatch.setattr(export_bulk, "SEGMENT_MOST", 8)  # 120 records: 15 segments or more
+    out = _full(db, tmp_path / "site-2")
+    _edit_documentation(envelopes, None)
+    ingest([_write(envelopes, tmp_path / "records")], db)
+    compressed = []
+    real = zlib.compressobj
+    monkeypatch.setattr(zlib, "compressobj", lambda *args: compressed.append(args) or real(*args))
+    build_site(db, out, incremental=True, jobs=1)
+    # One segment of all.jsonl.gz and one entry of all.zip compressed again; the rest copied.
+    assert len(compressed) == 2
+    # The same bytes as a full build's (so, whichever writer made them, the same downloads).
+    monkeypatch.setattr(zlib, "compressobj", real)
+    assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full"))
+    lines = gzip.decompress((out / "api" / "all.jsonl.gz").read_bytes()).splitlines()
+    assert len(lines) == len(envelopes) and b" Edited." in b"".join(lines)
+    with zipfile.ZipFile(out / "api" / "all.zip") as archive:
+        assert archive.testzip() is None
+
+
+def test_bulk_segments_are_not_copied_from_a_file_that_was_replaced(base, tmp_path, monkeypatch):
+    import zlib
+
+    envelopes, db, out = _copy(base, tmp_path)  # a copy: the cache describes another file
+    _edit_documentation(envelopes, None)
+    ingest([_write(envelopes, tmp_path / "records")], db)
+    compressed = []
+    real = zlib.compressobj
+    monkeypatch.setattr(zlib, "compressobj", lambda *args: compressed.append(args) or real(*args))
+    build_site(db, out, incremental=True, jobs=1)
+    segments = __import__("sqlite3").connect(site_changes.cache_path(out)).execute("SELECT count(*) FROM segments").fetchone()[0]
+    assert len(compressed) == segments + 1  # every segment, and the changed zip entry
+    monkeypatch.setattr(zlib, "compressobj", real)
+    assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full"))
+
+
+def _inodes(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root)): p.stat().st_ino for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_the_build_before_is_kept_and_brought_up_to_date_in_place(base, tmp_path):
+    from errordb.site import spare_path
+
+    envelopes, db, out = _copy(base, tmp_path)
+    _edit_documentation(envelopes, None)
+    ingest([_write(envelopes, tmp_path / "one")], db)
+    build_site(db, out, incremental=True, jobs=1)  # keeps the copied site as its spare
+    spare = spare_path(out)
+    assert spare.is_dir()
+    live, live_inodes, spare_bytes, spare_inodes = tree_bytes(out), _inodes(out), tree_bytes(spare), _inodes(spare)
+    _move_family(envelopes, None)
+    _remove_record(envelopes, None)
+    ingest([_write(envelopes, tmp_path / "two")], db, prune=True)
+    report = build_site(db, out, incremental=True, jobs=2)
+    assert report.changed == 2
+    assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full"))
+    # The live site was never written into: it is the spare now, byte for byte, same files.
+    assert tree_bytes(spare) == live and _inodes(spare) == live_inodes
+    # The new site is the old spare updated: the pages neither build changed are the spare's files.
+    new_bytes, new_inodes = tree_bytes(out), _inodes(out)
+    untouched = [name for name in new_bytes if name.startswith("errors/") and new_bytes[name] == live.get(name) == spare_bytes.get(name)]
+    assert len(untouched) > COUNT // 2
+    assert all(new_inodes[name] == spare_inodes[name] for name in untouched)
+    assert not any(name.endswith(".new") for name in new_inodes)
+
+
+def test_a_failed_build_over_a_spare_leaves_the_site_and_a_full_build_next(base, tmp_path, monkeypatch):
+    from errordb import site
+    from errordb.site import spare_path
+
+    envelopes, db, out = _copy(base, tmp_path)
+    build_site(db, out, incremental=True, jobs=1)
+    assert spare_path(out).is_dir()
+    _edit_message(envelopes, None)
+    ingest([_write(envelopes, tmp_path / "records")], db)
+    before = tree_bytes(out)
+
+    def fail(*args, **kwargs):
+        raise OSError("disk on fire")
+
+    with monkeypatch.context() as patch, pytest.raises(OSError, match="disk on fire"):
+        patch.setattr(site, "_write_sitemaps", fail)  # late: the spare is half brought up to date
+        build_site(db, out, incremental=True, jobs=1)
+    assert tree_bytes(out) == before
+    assert not spare_path(out).exists()  # half-updated: removed, never trusted
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(".site.new")]
+    report = build_site(db, out, incremental=True, jobs=1)
+    assert report.changed == 1
     assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full"))
 
 
