@@ -600,7 +600,10 @@ def build(db_path: Path | None, out: Path, base_url: str, incremental: bool, job
     previous site as it was. Two builds of the same database are byte-identical; with
     --incremental only pages whose inputs changed are rendered again, and only the error pages
     that a changed record can reach are even looked at (each build keeps what it needs for that
-    in a cache file under $ERRORDB_CACHE/builds/; without it every page's inputs are read).
+    in a cache file under $ERRORDB_CACHE/builds/; without it every page's inputs are read). An
+    incremental build keeps the site it replaced beside OUT, as .<name>.spare, and the next one
+    brings that folder up to date in place before swapping it in: the disk holds two sites (the
+    files they share are hard links), and a rebuild writes only what changed.
 
     \b
     Example:

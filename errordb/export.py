@@ -40,7 +40,7 @@ from errordb.export_sqlite import SqliteRelease, export_sqlite
 
 __all__ = [
     "DEFAULT_PAGE_BYTES", "DEFAULT_PAGE_SIZE", "ExportError", "ExportReport", "SqliteRelease",
-    "PreviousApi", "clear_for_update", "export_api", "export_sqlite", "write_api", "write_api_listings",
+    "PreviousApi", "clear_for_update", "export_api", "export_sqlite", "link_listings", "write_api", "write_api_listings",
 ]  # fmt: skip
 
 _RECORD_ID = re.compile(r"[0-9a-f]{16}")
@@ -103,31 +103,64 @@ def write_api(
     what :func:`write_api_listings` writes, for a caller that writes those at the same time in
     another process. ``stale``: ``out_dir`` holds an API written earlier, whose record files
     are right but for those of the records in ``stale``, and :func:`clear_for_update` has
-    removed the rest; only what is missing is written. Nothing here is atomic: a failure leaves ``out_dir`` half-written (use
-    :func:`export_api` for that).
+    removed the rest; only what is missing is written. Nothing here is atomic: a failure leaves
+    ``out_dir`` half-written (use :func:`export_api` for that).
     """
     if isinstance(previous, Path):
         previous = PreviousApi(previous)
     return _write(db, OutputTree(Path(out_dir)), Urls.for_site(base_url), Paging(page_size, page_bytes), previous=previous, listings=listings, stale=stale)[1]
 
 
+#: The files of an API that are not listings (its record files aside).
+_NOT_LISTINGS = {layout.ALL_JSONL, layout.ALL_ZIP, layout.VERSION, layout.OPENAPI, layout.RECORD_SCHEMA.split("/")[0]}
+
+
+def link_listings(previous: Path, out_dir: Path) -> bool:
+    """Link every listing file of the API in ``previous`` into ``out_dir`` (what
+    :func:`write_api_listings` writes), for a build that knows no listing changed; False, with
+    nothing linked, when one of them is not a plain file."""
+    files: list[Path] = []
+    for entry in sorted(previous.iterdir()):
+        if entry.name in _NOT_LISTINGS:
+            continue
+        if entry.name == "errors" and entry.is_dir() and not entry.is_symlink():
+            pages = entry / "index.pages"
+            files += [entry / "index.json", *(sorted(pages.iterdir()) if pages.is_dir() and not pages.is_symlink() else [pages])]
+        elif entry.is_dir() and not entry.is_symlink():
+            files += sorted(path for path in entry.rglob("*") if not path.is_dir() or path.is_symlink())
+        else:
+            files.append(entry)
+    if any(file.is_symlink() or not file.is_file() for file in files):
+        return False
+    tree = OutputTree(Path(out_dir))
+    for file in files:
+        tree.adopt(file, file.relative_to(previous).as_posix())
+    return True
+
+
 def clear_for_update(root: Path, stale: Collection[str]) -> None:
     """Remove from the earlier API in ``root`` every file but the record files of the records
     not in ``stale``: what is left is what an export would write again as it is, so
     :func:`write_api` (given the same ``stale``) writes only the rest."""
-    import shutil
-
     for entry in sorted(root.iterdir()):
         if entry.name != "errors" or entry.is_symlink() or not entry.is_dir():
-            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+            _remove(entry)
             continue
         for name in ("index.json", "index.pages"):
-            listing = entry / name
-            shutil.rmtree(listing) if listing.is_dir() and not listing.is_symlink() else listing.unlink(missing_ok=True)
+            _remove(entry / name)
         for record_id in sorted(stale):
             if isinstance(record_id, str) and _RECORD_ID.fullmatch(record_id):
                 for relative in (layout.record_path(record_id), layout.record_alias_path(record_id)):
                     (root / relative).unlink(missing_ok=True)
+
+
+def _remove(path: Path) -> None:
+    import shutil
+
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def write_api_listings(db: Any, out_dir: Path, *, base_url: str = "/", page_size: int = DEFAULT_PAGE_SIZE, page_bytes: int = DEFAULT_PAGE_BYTES) -> None:
@@ -250,7 +283,7 @@ def _previous_bulk(stack: contextlib.ExitStack, previous: PreviousApi | None) ->
     return jsonl, files[1]
 
 
-def _record_files(db: Any, previous: PreviousApi | None) -> Iterator[tuple[str, bytes | Callable[[], bytes], Path | None, bool]]:
+def _record_files(db: Any, previous: PreviousApi | None) -> Iterator[tuple[str, bytes | Callable[[], bytes], str | None, bool]]:
     """Per record, by id: (id, its file's bytes or a function that makes them, the previous
     API's file holding those bytes or None, whether that file is known to be unchanged)."""
     from errordb.schema import canonical_json
@@ -269,14 +302,15 @@ def _record_files(db: Any, previous: PreviousApi | None) -> Iterator[tuple[str, 
 
         return make
 
+    folder = os.fspath(previous.folder)  # paths as text: a Path per record costs more than the rest
     cursor = conn.execute("SELECT id, contentHash FROM records ORDER BY id")
     while rows := cursor.fetchmany(1000):
         fresh: list[str] = []
-        found: dict[str, tuple[bytes | Callable[[], bytes], Path | None, bool]] = {}
+        found: dict[str, tuple[bytes | Callable[[], bytes], str | None, bool]] = {}
         for record_id, content_hash in rows:
             # Ids are checked on ingest, but a path is built from this one: never from a hand-edited id.
             plain = isinstance(record_id, str) and _RECORD_ID.fullmatch(record_id) is not None
-            old = previous.folder / layout.record_path(record_id) if plain else None
+            old = os.path.join(folder, layout.record_path(record_id)) if plain else None
             if previous.changed is not None:
                 if plain and record_id not in previous.changed:
                     found[record_id] = (made(record_id), old, True)  # its earlier file is trusted, as its page is
@@ -286,7 +320,9 @@ def _record_files(db: Any, previous: PreviousApi | None) -> Iterator[tuple[str, 
             data = b""
             if old is not None:
                 with contextlib.suppress(OSError):
-                    data = old.read_bytes() if not old.is_symlink() else b""
+                    if not os.path.islink(old):
+                        with open(old, "rb") as handle:
+                            data = handle.read()
             if data and hashlib.sha256(data).hexdigest() == content_hash:
                 found[record_id] = (data, old, False)
             else:

@@ -27,6 +27,8 @@ from typing import IO
 #: Beyond these, the classic zip fields cannot hold the value and ZIP64 records take over.
 ZIP64_COUNT_LIMIT = 0xFFFF
 ZIP64_OFFSET_LIMIT = 0xFFFFFFFF
+#: Bytes of a central directory read at a time.
+DIRECTORY_CHUNK = 1 << 20
 
 _DOS_TIME = 0  # 00:00:00
 _DOS_DATE = (0 << 9) | (1 << 5) | 1  # 1980-01-01: years count from 1980
@@ -185,17 +187,13 @@ class StreamingZip:
         """Append ``entry`` of the earlier ``archive`` (one of these writers' own) as its bytes
         are, without compressing it again; False (nothing written) when the entry is not there."""
         archive.seek(entry.offset)
-        local = archive.read(30)
-        if len(local) != 30 or local[:4] != b"PK\x03\x04":
+        start = 30 + len(entry.name)  # ours have no extra field: the data follows the name
+        whole = archive.read(start + entry.packed)
+        if len(whole) != start + entry.packed or whole[:4] != b"PK\x03\x04":
             return False
-        name_length, extra_length = struct.unpack("<2H", local[26:30])
-        name = archive.read(name_length)
-        if name != entry.name or extra_length:
+        if struct.unpack_from("<2H", whole, 26) != (len(entry.name), 0) or whole[30:start] != entry.name:
             return False
-        packed = archive.read(entry.packed)
-        if len(packed) != entry.packed:
-            return False
-        self._append(name, entry.crc, entry.size, packed)
+        self._append(entry.name, entry.crc, entry.size, whole[start:])
         return True
 
     def _append(self, encoded: bytes, crc: int, size: int, packed: bytes) -> None:
@@ -275,15 +273,16 @@ def zip_entries(archive: IO[bytes]) -> Iterator[ZipEntry]:
         if record64[:4] != b"PK\x06\x06":
             return
         count, size, start = struct.unpack("<3Q", record64[32:56])
-    archive.seek(start)
-    buffer, at, remaining = b"", 0, size
+    buffer, at, position, remaining = b"", 0, start, size
 
     def have(length: int) -> bool:
-        nonlocal buffer, at, remaining
+        nonlocal buffer, at, position, remaining
         while len(buffer) - at < length and remaining:
-            chunk = archive.read(min(remaining, 1 << 20))
+            archive.seek(position)  # the caller may read the archive between entries (StreamingZip.copy)
+            chunk = archive.read(min(remaining, DIRECTORY_CHUNK))
             if not chunk:
                 return False
+            position += len(chunk)
             remaining -= len(chunk)
             buffer, at = buffer[at:] + chunk, 0
         return len(buffer) - at >= length

@@ -100,7 +100,7 @@ class OutputTree:
         """
         self.adopt(self.path(existing), relative)
 
-    def adopt(self, source: Path, relative: str, missing_ok: bool = False) -> bool:
+    def adopt(self, source: str | os.PathLike[str], relative: str, missing_ok: bool = False) -> bool:
         """Make ``relative`` a name of the file ``source`` (in the tree or not; a copy where links
         fail). With ``missing_ok``, a ``source`` that is not there (or is not a plain file) is no
         error: nothing is made, and it returns False."""

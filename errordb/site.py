@@ -173,6 +173,8 @@ class _Config:
     previous: str | None  # the old build to reuse pages from, when incremental
     changes: bool  # the ``affected`` table lists the only records whose pages may have changed
     in_place: bool  # staging is the spare, brought up to date (``stale_paths`` may differ from previous)
+    listings_same: bool  # every listing is the previous build's (``listing_entries`` says which files)
+    keeping: bool  # the build this one replaces is kept as the next one's spare
     base_url: str
     environment: str
     templates: str
@@ -206,10 +208,20 @@ def _build(
                     pages.build_shared_message_table(db.conn, work)
                     families = site_changes.family_fingerprints(db.conn)  # before any page reads them
                     previous = out if incremental and _load_manifest(out, environment, work) else None
+                    tasks = list(_plan(db))
+                    dataset_version = meta(db).get("datasetVersion") or ""
+                    listing_info = {**site_changes.listing_inputs(db.conn), "plan": _plan_hash(tasks), "datasetVersion": dataset_version}
+                    listings_same = False
                     if previous is not None:
                         old_cache = site_changes.open_cache(out, out / MANIFEST)
                         if old_cache is not None:
-                            changed, removed = _find_affected(db.conn, old_cache, work, report, families)
+                            changes = _find_affected(db.conn, old_cache, work, report, families)
+                            changed, removed = changes.changed, changes.removed
+                            listings_same = changes.listings_same and all(
+                                site_changes.cache_info(old_cache, key) == value for key, value in listing_info.items()
+                            )
+                            if listings_same:
+                                site_changes.load_listing_entries(old_cache, work)
                     if spare is not None:
                         if old_cache is None or changed is None:
                             _empty(staging)  # the cache went away since it was checked: build afresh
@@ -219,18 +231,19 @@ def _build(
                 finally:
                     work.commit()
                     work.close()
+                kept = site_changes.cache_manifest(old_cache) if keep is not None and old_cache is not None and changed is not None else ""
                 config = _Config(
                     db_path, str(scratch), str(staging), str(previous) if previous else None, old_cache is not None,
-                    spare is not None, base_url, environment, str(templates), meta(db).get("datasetVersion") or "",
+                    spare is not None, listings_same, bool(kept), base_url, environment, str(templates), dataset_version,
                 )  # fmt: skip
                 old_api = _previous_api(out, old_cache, changed) if previous is not None else None
-                kept = site_changes.cache_manifest(old_cache) if keep is not None and old_cache is not None and changed is not None else ""
-                segments = _render(db, config, staging, record_count, workers, report, progress, old_api, stale_records)
-                spare_paths = _settle(scratch, staging, config, bool(kept))
+                segments = _render(db, config, staging, tasks, record_count, workers, report, progress, old_api, stale_records)
+                spare_paths = _settle(scratch, staging, config)
                 previous_cache = site_changes.cache_path(out) if old_cache is not None else None
                 site_changes.write_cache(
                     new_cache, out, _asked(scratch), previous_cache, removed, families, staging / MANIFEST,
                     segments, staging / "api" / ALL_JSONL, site_changes.Spare(kept, spare_paths, changed if kept and changed else set()),
+                    listing_info, _listing_entries(scratch, tasks),
                 )  # fmt: skip
         finally:
             if old_cache is not None:
@@ -293,17 +306,17 @@ def _empty(folder: Path) -> None:
         _remove(entry)
 
 
-def _settle(scratch: Path, staging: Path, config: _Config, keeping: bool) -> list[str]:
+def _settle(scratch: Path, staging: Path, config: _Config) -> list[str]:
     """After rendering: remove from a spare what the new build does not have. ``keeping``: the
     build this one replaces is kept as the next one's spare, so return the paths whose file
     differs from it (or that it had and this one has not): those the next build brings up to
     date in it."""
+    keeping = config.keeping
     if not config.in_place and not keeping:
         return []
     work = sqlite3.connect(scratch / "work.sqlite")
     try:
         work.execute(_PREVIOUS_TABLE)  # (empty when the previous manifest was not read)
-        _list_current(work, staging)
         if config.in_place:
             leftovers = work.execute(
                 "SELECT path FROM previous WHERE path NOT IN (SELECT path FROM current)"
@@ -337,17 +350,31 @@ def _remove_page(root: Path, path: tuple[str, ...]) -> None:
 
 def _find_affected(
     store: sqlite3.Connection, old_cache: sqlite3.Connection, work: sqlite3.Connection, report: BuildReport, families: dict[str, str],
-) -> tuple[set[str], set[str]]:
+) -> site_changes.Changes:
     """Fill ``work``'s ``affected`` table (the records whose pages may differ from the old
-    build); returns the ids of the records added, changed or removed since, and of those removed."""
+    build); returns what changed."""
     from errordb.site_repro import covered_records
 
-    affected, changed, removed = site_changes.affected_records(store, old_cache, covered_records(), families)
-    report.changed = len(changed)
+    changes = site_changes.affected_records(store, old_cache, covered_records(), families)
+    report.changed = len(changes.changed)
     work.execute("CREATE TABLE affected (id TEXT PRIMARY KEY)")
-    work.executemany("INSERT INTO affected VALUES (?)", ((record_id,) for record_id in sorted(affected)))
+    work.executemany("INSERT INTO affected VALUES (?)", ((record_id,) for record_id in sorted(changes.affected)))
     work.commit()
-    return changed, removed
+    return changes
+
+
+def _plan_hash(tasks: list[tuple[Any, ...]]) -> str:
+    """A hash of the plan's listing tasks and of how many record tasks there are."""
+    listing = [task for task in tasks if task[0] != "records"]
+    return hashlib.sha256(json.dumps([listing, len(tasks) - len(listing)]).encode()).hexdigest()
+
+
+def _listing_entries(scratch: Path, tasks: list[tuple[Any, ...]]) -> Iterator[tuple[int, str, str, str]]:
+    """(task, path, input hash, content hash) of the files the listing tasks wrote."""
+    for index, task in enumerate(tasks):
+        if task[0] != "records":
+            with open(scratch / "entries" / f"{index:08d}.json", encoding="utf-8") as handle:
+                yield from ((index, *entry) for entry in json.load(handle))
 
 
 def _previous_api(out: Path, old_cache: sqlite3.Connection | None, changed: set[str] | None) -> PreviousApi | None:
@@ -370,8 +397,8 @@ def _asked(scratch: Path) -> Iterator[tuple[list[site_changes.Asked], list[dict[
 
 
 def _render(
-    db: sqlite_utils.Database, config: _Config, staging: Path, record_count: int, workers: int, report: BuildReport,
-    progress: Callable[[int, int], None], old_api: PreviousApi | None, stale_records: set[str] | None,
+    db: sqlite_utils.Database, config: _Config, staging: Path, tasks: list[tuple[Any, ...]], record_count: int, workers: int,
+    report: BuildReport, progress: Callable[[int, int], None], old_api: PreviousApi | None, stale_records: set[str] | None,
 ) -> list[Segment]:
     """Every page, the API, the static files, sitemaps and the manifest, into ``staging``;
     returns the segments of the API's ``all.jsonl.gz``. ``stale_records``: staging is the
@@ -379,13 +406,12 @@ def _render(
     scratch = Path(config.scratch)
     templates = Path(config.templates)
     base_url, environment = config.base_url, config.environment
-    tasks = list(_plan(db))
     if workers > 1:
         context = multiprocessing.get_context("spawn")  # never fork a process holding SQLite handles
         with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(config,)) as pool:
             _api_folder(staging, stale_records)
             # The API's listings in a worker, its records and bulk files here, while the workers render.
-            listings = pool.submit(_run_api_listings)
+            listings = pool.submit(_run_api_listings, old_api.folder if config.listings_same and old_api else None)
             futures = [pool.submit(_run_task, index, task) for index, task in enumerate(tasks)]
             try:
                 segments = _write_api(db, staging, base_url, old_api, stale_records, listings=False)
@@ -407,15 +433,27 @@ def _render(
         finally:
             _close_worker()
         _api_folder(staging, stale_records)
-        segments = _write_api(db, staging, base_url, old_api, stale_records)
+        reuse_listings = config.listings_same and old_api is not None
+        segments = _write_api(db, staging, base_url, old_api, stale_records, listings=not reuse_listings)
+        if reuse_listings:
+            _api_listings(db.conn, staging / "api", base_url, old_api.folder)  # type: ignore[union-attr]
     for html_pages, rendered, reused in results:
         report.pages += html_pages
         report.rendered += rendered
         report.reused += reused
     extra = _copy_static(templates, staging)
     extra += _write_search_meta(staging, record_count)
-    extra += _write_sitemaps(scratch, staging, len(tasks), report.pages, base_url, templates)
-    _write_manifest(scratch, staging, len(tasks), environment, extra)
+    sitemaps = _reuse_sitemaps(config) if config.listings_same else None
+    extra += sitemaps if sitemaps is not None else _write_sitemaps(scratch, staging, len(tasks), report.pages, base_url, templates)
+    # What the spare's update and the next one need: every file of this build, in the work database.
+    listing = config.in_place or config.keeping
+    work = sqlite3.connect(scratch / "work.sqlite") if listing else None
+    try:
+        _write_manifest(scratch, staging, len(tasks), environment, extra, work)
+    finally:
+        if work is not None:
+            work.commit()
+            work.close()
     return segments
 
 
@@ -427,12 +465,6 @@ def _api_folder(staging: Path, stale_records: set[str] | None) -> None:
     from errordb.export import clear_for_update
 
     clear_for_update(staging / "api", stale_records)
-
-
-def _list_current(work: sqlite3.Connection, staging: Path) -> None:
-    """Every file this build wrote (its manifest), with its hash, into ``work``'s ``current`` table."""
-    work.execute("CREATE TABLE current (path TEXT PRIMARY KEY, sha TEXT NOT NULL)")
-    _insert_batches(work, "INSERT OR REPLACE INTO current VALUES (?, ?)", ((name, sha) for name, _, sha in _manifest_entries(staging / MANIFEST)))
 
 
 def _worker_count(jobs: int | None, record_count: int, db_path: str | None) -> int:
@@ -503,12 +535,21 @@ def _close_worker() -> None:
     _renderer = None
 
 
-def _run_api_listings() -> None:
-    """The API's listings, written by a worker (see :func:`errordb.export.write_api_listings`)."""
+def _run_api_listings(previous: Path | None) -> None:
+    """The API's listings, written by a worker (see :func:`errordb.export.write_api_listings`),
+    or linked from the ``previous`` API when every listing is unchanged."""
     from errordb.export import write_api_listings
 
     assert _renderer is not None
-    write_api_listings(_renderer.conn, _renderer.staging / "api", base_url=_renderer.config.base_url)
+    _api_listings(_renderer.conn, _renderer.staging / "api", _renderer.config.base_url, previous)
+
+
+def _api_listings(conn: sqlite3.Connection, api: Path, base_url: str, previous: Path | None) -> None:
+    """Link the ``previous`` API's listings (all unchanged), or write them."""
+    from errordb.export import link_listings, write_api_listings
+
+    if previous is None or not link_listings(previous, api):
+        write_api_listings(conn, api, base_url=base_url)
 
 
 def _run_task(index: int, task: tuple[Any, ...]) -> tuple[int, int, int]:
@@ -547,13 +588,27 @@ class _Renderer:
         if task[0] == "records":
             _, chunk, first, last = task
             self._records(index, first, last)
-            self.json(("search", f"chunk-{chunk}.json"), pages.search_chunk(self.source, first, last))
-        else:
+            path = ("search", f"chunk-{chunk}.json")
+            if not (self.config.listings_same and self._reuse(path, None)):
+                self.json(path, pages.search_chunk(self.source, first, last))
+        elif not (self.config.listings_same and self._reuse_task(index)):
+            self.entries = []
+            self.html = self.reused = 0
             for page in self._pages(task):
                 self.page(*page)
         with open(Path(self.config.scratch) / "entries" / f"{index:08d}.json", "w", encoding="utf-8") as handle:
             json.dump(self.entries, handle, separators=(",", ":"))
         return self.html, self.rendered, self.reused
+
+    def _reuse_task(self, index: int) -> bool:
+        """Reuse every file the previous build's listing task ``index`` wrote (False when one is missing)."""
+        rows = self.work.execute("SELECT path, key FROM listing_entries WHERE task = ? ORDER BY rowid", [index]).fetchall()
+        for name, key in rows:
+            if not self._reuse(tuple(name.split("/")), key):
+                return False
+            self.html += name.endswith(".html")
+            self.reused += name.endswith(".html")
+        return bool(rows)
 
     def _records(self, index: int, first: str, last: str) -> None:
         """The error pages of one batch: reused untouched when no change can reach them, else
@@ -644,39 +699,64 @@ class _Renderer:
 
     def _reuse(self, path: tuple[str, ...], key: str | None) -> bool:
         """Link the old build's file when its input hash is ``key`` (``None``: whatever it is)."""
-        if self.previous is None:
-            return False
-        name = "/".join(path)
-        row = self.work.execute("SELECT key, sha FROM previous WHERE path = ?", [name]).fetchone()
-        if row is None or (key is not None and row[0] != key):
-            return False
-        key = row[0]
-        target = output_path(self.staging, path)
-        if self.config.in_place and self.work.execute("SELECT 1 FROM stale_paths WHERE path = ?", [name]).fetchone() is None:
-            self.entries.append((name, key, row[1]))  # the spare holds the previous build's file already
-            return True
-        old = self.previous.joinpath(*path)
-        if not old.is_file() or old.is_symlink():
-            return False
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target
-        if self.config.in_place:
-            temporary = target.with_name(f".{target.name}.new")
-            temporary.unlink(missing_ok=True)
-        try:
-            os.link(old, temporary)  # the old build may be removed after the swap; the link keeps the file
-        except OSError:
-            shutil.copyfile(old, temporary)
-        if temporary != target:
-            os.replace(temporary, target)
-        self.entries.append((name, key, row[1]))
-        return True
+        entry = reuse_file(self.work, self.config, path, key)
+        if entry is not None:
+            self.entries.append(entry)
+        return entry is not None
 
     def _write(self, path: tuple[str, ...], key: str, data: bytes) -> None:
         target = output_path(self.staging, path)
         target.parent.mkdir(parents=True, exist_ok=True)
         put_file(target, data, self.config.in_place)
         self.entries.append(("/".join(path), key, hashlib.sha256(data).hexdigest()))
+
+
+def reuse_file(work: sqlite3.Connection, config: _Config, path: tuple[str, ...], key: str | None) -> tuple[str, str, str] | None:
+    """Give the staging folder the previous build's file ``path`` when its input hash is ``key``
+    (``None``: whatever it is); returns its manifest entry, or None when it cannot be reused."""
+    if config.previous is None:
+        return None
+    name = "/".join(path)
+    row = work.execute("SELECT key, sha FROM previous WHERE path = ?", [name]).fetchone()
+    if row is None or (key is not None and row[0] != key):
+        return None
+    target = output_path(Path(config.staging), path)
+    if config.in_place and work.execute("SELECT 1 FROM stale_paths WHERE path = ?", [name]).fetchone() is None:
+        return (name, row[0], row[1])  # the spare holds the previous build's file already
+    old = Path(config.previous).joinpath(*path)
+    if not old.is_file() or old.is_symlink():
+        return None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target
+    if config.in_place:
+        temporary = target.with_name(f".{target.name}.new")
+        temporary.unlink(missing_ok=True)
+    try:
+        os.link(old, temporary)  # the old build may be removed after the swap; the link keeps the file
+    except OSError:
+        shutil.copyfile(old, temporary)
+    if temporary != target:
+        os.replace(temporary, target)
+    return (name, row[0], row[1])
+
+
+def _reuse_sitemaps(config: _Config) -> list[tuple[str, str, str]] | None:
+    """The previous build's sitemaps, reused (the same pages, so the same bytes); None when one is missing."""
+    work = sqlite3.connect(f"file:{Path(config.scratch) / 'work.sqlite'}?mode=ro", uri=True)
+    try:
+        names = [row[0] for row in work.execute("SELECT path FROM previous WHERE path = 'sitemap.xml' OR path LIKE 'sitemaps/%' ORDER BY path")]
+        entries = [reuse_file(work, config, tuple(name.split("/")), None) for name in names]
+    finally:
+        work.close()
+    if not names or None in entries:
+        return None
+    # The order _write_sitemaps gives: the parts, then the index (or sitemap.xml alone).
+    return sorted(entries, key=lambda entry: (entry[0] == "sitemap.xml", _part_number(entry[0])))  # type: ignore[arg-type, return-value]
+
+
+def _part_number(name: str) -> int:
+    found = re.search(r"(\d+)\.xml$", name)
+    return int(found.group(1)) if found else 0
 
 
 def put_file(target: Path, data: bytes, replace: bool) -> None:
@@ -786,8 +866,14 @@ def _write_sitemaps(scratch: Path, staging: Path, tasks: int, page_count: int, b
     return written
 
 
-def _write_manifest(scratch: Path, staging: Path, tasks: int, environment: str, extra: list[tuple[str, str, str]]) -> None:
-    """One file per line, so the next incremental build reads it without holding it all."""
+def _write_manifest(
+    scratch: Path, staging: Path, tasks: int, environment: str, extra: list[tuple[str, str, str]], work: sqlite3.Connection | None,
+) -> None:
+    """One file per line, so the next incremental build reads it without holding it all; with
+    ``work``, the files also go into its ``current`` table."""
+    if work is not None:
+        work.execute("CREATE TABLE current (path TEXT PRIMARY KEY, sha TEXT NOT NULL)")
+    batch: list[tuple[str, str]] = []
     # Written beside and renamed over the spare's own (which the next build would otherwise trust).
     with open(staging / f"{MANIFEST}.new", "w", encoding="utf-8", newline="\n") as handle:
         handle.write(json.dumps({"format": MANIFEST_FORMAT, "version": 1, "environment": environment})[:-1] + ', "files": [\n')
@@ -795,6 +881,13 @@ def _write_manifest(scratch: Path, staging: Path, tasks: int, environment: str, 
         for entry in itertools.chain(_entries(scratch, tasks), extra):
             handle.write(("" if first else ",\n") + json.dumps(list(entry), ensure_ascii=False))
             first = False
+            if work is not None:
+                batch.append((entry[0], entry[2]))
+                if len(batch) >= 10_000:
+                    work.executemany("INSERT OR REPLACE INTO current VALUES (?, ?)", batch)
+                    batch.clear()
+        if work is not None:
+            work.executemany("INSERT OR REPLACE INTO current VALUES (?, ?)", batch)
         handle.write("\n]}\n")
     os.replace(staging / f"{MANIFEST}.new", staging / MANIFEST)
 

@@ -42,7 +42,7 @@ from errordb.export_bulk import Segment
 from errordb.store import FTS_TOKENIZER
 
 #: Bumped when the cache's tables or their meaning change (an old cache is then ignored).
-CACHE_FORMAT = "4"
+CACHE_FORMAT = "5"
 _CHUNK = 500  # ids per IN (...) query
 #: A question a page asked: (record id, *:data:`errordb.site_related.Window`).
 Asked = tuple[str, str, str, Any, Any]
@@ -92,7 +92,15 @@ def _marks(items: list[Any]) -> str:
 
 # Facts about records, as the store holds them now --------------------------------------------
 
-_FACT_SQL = 'SELECT id, contentHash, rowid, backgroundTag, repo, filePath, messagePattern, errorMessage FROM records WHERE id IN ({})'
+#: What a listing (of the site or the API), the search index or a sitemap shows of a record.
+LISTED_COLUMNS = ("slug", "errorMessage", "errorClass", "severity", "repo", "filePath", "lineNumber", "messagePattern", "function", "backgroundTag")
+
+
+_FACT_SQL = (
+    "SELECT id, contentHash, rowid, backgroundTag, repo, filePath, messagePattern, errorMessage, "
+    + ", ".join(f'"{name}"' for name in LISTED_COLUMNS)
+    + " FROM records WHERE id IN ({})"
+)
 
 
 def record_facts(store: sqlite3.Connection, ids: list[str], stemmer: Stemmer) -> Iterator[dict[str, Any]]:
@@ -108,10 +116,13 @@ def raw_facts(store: sqlite3.Connection, ids: list[str]) -> Iterator[dict[str, A
         tags: dict[str, list[str]] = {}
         for record_id, tag in store.execute(f"SELECT record_id, tag FROM record_tags WHERE record_id IN ({_marks(chunk)}) ORDER BY record_id, position", chunk):
             tags.setdefault(record_id, []).append(tag)
-        for record_id, content, rowid, family, repo, file_path, pattern, message in rows:
+        for row in rows:
+            record_id, content, rowid, family, repo, file_path, pattern, message = row[:8]
+            listed = hashlib.blake2b(json.dumps([*row[8:], tags.get(record_id, [])]).encode("utf-8"), digest_size=8).hexdigest()
             yield {
                 "id": record_id, "hash": content, "rid": rowid, "family": family, "file": f"{repo}\0{file_path}",
                 "ph": _text_hash(pattern), "mh": _text_hash(message), "message": message, "tags": tags.get(record_id, []),
+                "listed": listed,
             }  # fmt: skip
 
 
@@ -162,9 +173,8 @@ def open_cache(out: Path, manifest: Path) -> sqlite3.Connection | None:
 
 def affected_records(
     store: sqlite3.Connection, cache: sqlite3.Connection, covered: Iterable[str], new_families: dict[str, str],
-) -> tuple[set[str], int, set[str]]:
-    """The ids of the records whose pages may differ from the previous build, how many records
-    changed, and the ids of those removed.
+) -> Changes:
+    """What changed in the store since the previous build, and which pages that can reach.
 
     ``covered`` are the records with a reproduction (always rendered: their transcripts are
     files the cache does not follow); ``new_families`` are the families' fingerprints now.
@@ -179,12 +189,40 @@ def affected_records(
         affected.update(row[0] for row in store.execute(f"SELECT id FROM records WHERE backgroundTag IN ({_marks(chunk)})", chunk))
     stemmer = Stemmer()
     try:
-        facts = list(_cached_facts(cache, sorted(changed_old))) + list(record_facts(store, sorted(changed_new), stemmer))
+        before = list(_cached_facts(cache, sorted(changed_old)))
+        now = list(record_facts(store, sorted(changed_new), stemmer))
     finally:
         stemmer.close()
-    for fact in facts:
+    for fact in before + now:
         affected.update(_reached(cache, fact))
-    return affected, set(changed_old) | set(changed_new), set(changed_old) - set(changed_new)
+    listed_before = {fact["id"]: fact["listed"] for fact in before}
+    listed_now = {fact["id"]: fact["listed"] for fact in now}
+    # Listings show a few columns of each record (and its tags and family): when no record came
+    # or went and none of those changed, every listing is what it was.
+    listings_same = listed_before == listed_now and not families and _info(cache, "families") == listing_inputs(store)["families"]
+    return Changes(affected, set(changed_old) | set(changed_new), set(changed_old) - set(changed_new), listings_same)
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What :func:`affected_records` found."""
+
+    #: Ids of the records whose pages may differ from the previous build.
+    affected: set[str]
+    #: Ids of the records added, changed or removed since.
+    changed: set[str]
+    #: Ids of those removed.
+    removed: set[str]
+    #: Whether every listing (pages, search index, sitemaps, the API's listings) is as it was,
+    #: as far as the records go (the build also compares the dataset version and its plan).
+    listings_same: bool
+
+
+def listing_inputs(store: sqlite3.Connection) -> dict[str, str]:
+    """What listings show beyond their records' columns, to keep in the cache's ``info``: the
+    families table (a family is listed even without records, so it is not in the fingerprints)."""
+    rows = store.execute("SELECT tag, title, summary, explanation FROM families ORDER BY tag").fetchall()
+    return {"families": hashlib.sha256(json.dumps(rows).encode()).hexdigest()}
 
 
 def _changed(store: sqlite3.Connection, cache: sqlite3.Connection) -> tuple[list[str], list[str]]:
@@ -214,8 +252,12 @@ def _cached_facts(cache: sqlite3.Connection, ids: list[str]) -> Iterator[dict[st
         tags: dict[str, list[str]] = {}
         for record_id, tag in cache.execute(f"SELECT id, tag FROM tags WHERE id IN ({_marks(chunk)})", chunk):
             tags.setdefault(record_id, []).append(tag)
-        for record_id, content, rowid, family, file, ph, mh, stems in cache.execute(f"SELECT id, hash, rid, family, file, ph, mh, stems FROM records WHERE id IN ({_marks(chunk)})", chunk):
-            yield {"id": record_id, "hash": content, "rid": rowid, "family": family, "file": file, "ph": ph, "mh": mh, "stems": set(stems.split()), "tags": tags.get(record_id, [])}
+        sql = f"SELECT id, hash, rid, family, file, ph, mh, stems, listed FROM records WHERE id IN ({_marks(chunk)})"
+        for record_id, content, rowid, family, file, ph, mh, stems, listed in cache.execute(sql, chunk):
+            yield {
+                "id": record_id, "hash": content, "rid": rowid, "family": family, "file": file, "ph": ph, "mh": mh,
+                "stems": set(stems.split()), "tags": tags.get(record_id, []), "listed": listed,
+            }  # fmt: skip
 
 
 _INSIDE = "(lo IS NULL OR lo <= ?) AND (hi IS NULL OR hi >= ?)"
@@ -247,7 +289,7 @@ def _reached(cache: sqlite3.Connection, fact: dict[str, Any]) -> set[str]:
 
 _SCHEMA = """
 CREATE TABLE info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE records (id TEXT PRIMARY KEY, hash TEXT, rid INTEGER, family TEXT, file TEXT, ph TEXT, mh TEXT, stems TEXT NOT NULL);
+CREATE TABLE records (id TEXT PRIMARY KEY, hash TEXT, rid INTEGER, family TEXT, file TEXT, ph TEXT, mh TEXT, stems TEXT NOT NULL, listed TEXT);
 CREATE TABLE tags (id TEXT NOT NULL, tag TEXT NOT NULL);
 -- lo and hi without a declared type, so without affinity: rowids (integers) for most kinds,
 -- record ids (text, kept as text even when all digits) for tags.
@@ -259,6 +301,9 @@ CREATE TABLE families (tag TEXT PRIMARY KEY, fingerprint TEXT NOT NULL);
 -- (info's "spare": the SHA-256 of that one's manifest): the next build brings the spare up to
 -- date by rewriting these files (pages, by path; the API's record files, by record id).
 CREATE TABLE spare_paths (path TEXT PRIMARY KEY);
+-- The files each listing task of the build wrote (task: its index in the plan), for a next build
+-- whose listings are all unchanged (see Changes.listings_same).
+CREATE TABLE listing_entries (task INTEGER NOT NULL, path TEXT NOT NULL, key TEXT NOT NULL, sha TEXT NOT NULL);
 CREATE TABLE spare_records (id TEXT PRIMARY KEY);
 CREATE TABLE segments (first TEXT NOT NULL, last TEXT NOT NULL, count INTEGER NOT NULL, "offset" INTEGER NOT NULL,
                        length INTEGER NOT NULL, crc INTEGER NOT NULL, size INTEGER NOT NULL);
@@ -274,6 +319,7 @@ CREATE INDEX records_mh ON records (mh);
 def write_cache(
     path: Path, out: Path, batches: Iterable[tuple[list[Asked], list[dict[str, Any]]]], previous: Path | None,
     removed: set[str], families: dict[str, str], manifest: Path, segments: list[Segment], jsonl: Path, spare: Spare,
+    info: dict[str, str], listing_entries: Iterable[tuple[int, str, str, str]],
 ) -> None:
     """Write the cache of this build of the site ``out`` to ``path`` (a new file).
 
@@ -285,7 +331,9 @@ def write_cache(
     records' rows hold unchanged, as their pages were reused only because nothing they depend
     on changed. Without one, every record was rendered. ``families``: the fingerprints read
     before the pages were. ``segments``: those of ``jsonl``, the build's ``all.jsonl.gz``.
-    ``spare``: how this build differs from the one it replaces, kept as its spare.
+    ``spare``: how this build differs from the one it replaces, kept as its spare. ``info``:
+    more to keep in the ``info`` table (what the build's listings were made from);
+    ``listing_entries``: (task, path, input hash, content hash) of every file its listing tasks wrote.
     """
     if previous is not None:
         shutil.copyfile(previous, path)
@@ -299,6 +347,7 @@ def write_cache(
             conn.execute("DELETE FROM info")
             conn.execute("DELETE FROM segments")
             conn.execute("DELETE FROM spare_paths")
+            conn.execute("DELETE FROM listing_entries")
             conn.execute("DELETE FROM spare_records")
         stemmer = Stemmer()
         try:
@@ -312,10 +361,11 @@ def write_cache(
         conn.executemany("INSERT INTO families VALUES (?, ?)", families.items())
         conn.executemany("INSERT INTO segments VALUES (?, ?, ?, ?, ?, ?, ?)", (astuple(segment) for segment in segments))
         conn.executemany("INSERT INTO spare_paths VALUES (?)", ((path,) for path in spare.paths))
+        conn.executemany("INSERT INTO listing_entries VALUES (?, ?, ?, ?)", listing_entries)
         conn.executemany("INSERT INTO spare_records VALUES (?)", ((record_id,) for record_id in sorted(spare.records)))
         info = [
             ("format", CACHE_FORMAT), ("manifest", file_sha256(manifest)), ("out", str(out.resolve())), ("jsonl", _file_stamp(jsonl)),
-            ("spare", spare.manifest),
+            ("spare", spare.manifest), *sorted(info.items()),
         ]  # fmt: skip
         conn.executemany("INSERT INTO info VALUES (?, ?)", info)
         conn.commit()
@@ -355,6 +405,18 @@ def load_stale(cache: sqlite3.Connection, work: sqlite3.Connection) -> set[str]:
     while rows := cursor.fetchmany(10_000):
         work.executemany("INSERT INTO stale_paths VALUES (?)", rows)
     return {row[0] for row in cache.execute("SELECT id FROM spare_records")}
+
+
+def load_listing_entries(cache: sqlite3.Connection, work: sqlite3.Connection) -> None:
+    """Copy the cache's ``listing_entries`` into ``work`` (same table)."""
+    work.execute("CREATE TABLE listing_entries (task INTEGER NOT NULL, path TEXT NOT NULL, key TEXT NOT NULL, sha TEXT NOT NULL)")
+    work.executemany("INSERT INTO listing_entries VALUES (?, ?, ?, ?)", cache.execute("SELECT task, path, key, sha FROM listing_entries ORDER BY rowid"))
+    work.execute("CREATE INDEX listing_entries_task ON listing_entries (task)")
+
+
+def cache_info(cache: sqlite3.Connection, key: str) -> str:
+    """One value of the cache's ``info`` table ("" when it has none)."""
+    return _info(cache, key)
 
 
 def _file_stamp(path: Path) -> str:
@@ -408,8 +470,8 @@ def _write_windows(conn: sqlite3.Connection, windows: Iterable[Asked], stemmer: 
 def _write_facts(conn: sqlite3.Connection, facts: Iterable[dict[str, Any]]) -> None:
     for fact in facts:
         conn.execute(
-            "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [fact["id"], fact["hash"], fact["rid"], fact["family"], fact["file"], fact["ph"], fact["mh"], " ".join(sorted(fact["stems"]))],
+            "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [fact["id"], fact["hash"], fact["rid"], fact["family"], fact["file"], fact["ph"], fact["mh"], " ".join(sorted(fact["stems"])), fact["listed"]],
         )
         conn.executemany("INSERT INTO tags VALUES (?, ?)", [(fact["id"], tag) for tag in fact["tags"]])
 

@@ -104,3 +104,49 @@ def test_streaming_zip_needs_no_seekable_file():
     archive.close()
     with zipfile.ZipFile(io.BytesIO(bytes(out.data))) as check:
         assert check.read("a.json") == (RECORDS / "families.toml").read_bytes()
+
+
+@pytest.mark.parametrize("chunk", [64, 1 << 20])
+def test_an_archive_copied_entry_by_entry_is_the_same_archive(monkeypatch, tmp_path, chunk):
+    # Its central directory read a piece at a time while its entries are read in between, as an
+    # incremental build copies them; ZIP64 on, as past 65,534 entries.
+    monkeypatch.setattr(export_bulk, "DIRECTORY_CHUNK", chunk)
+    monkeypatch.setattr(export_bulk, "ZIP64_COUNT_LIMIT", 10)
+    entries = {f"{n:016x}.json": f'{{"n": {n}, "text": "{"x" * n}"}}'.encode() for n in range(40)}
+    first, second = tmp_path / "first.zip", tmp_path / "second.zip"
+    with open(first, "wb") as handle:
+        archive = export_bulk.StreamingZip(handle)
+        for name, data in entries.items():
+            archive.add(name, data)
+        archive.close()
+    with open(first, "rb") as old, open(second, "wb") as handle:
+        archive = export_bulk.StreamingZip(handle)
+        copied = [entry.name.decode() for entry in export_bulk.zip_entries(old) if archive.copy(entry, old)]
+        archive.close()
+    assert copied == list(entries)
+    assert second.read_bytes() == first.read_bytes()
+
+
+def test_an_archive_not_written_here_has_no_entries_to_copy(tmp_path):
+    path = tmp_path / "other.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("a.json", b"{}")
+        archive.comment = b"a comment moves the end record"
+    with open(path, "rb") as handle:
+        assert list(export_bulk.zip_entries(handle)) == []
+
+
+def test_jsonl_segments_depend_on_the_ids_only(monkeypatch):
+    # The same records give the same segments whatever came before; one record more changes one segment.
+    ids = [f"{n * 7919:016x}" for n in range(3000)]
+    def segments(chosen):
+        out = io.BytesIO()
+        writer = export_bulk.JsonLinesGzip(out)
+        for record_id in chosen:
+            writer.add(record_id, record_id.encode())
+        writer.close()
+        assert gzip.decompress(out.getvalue()) == b"".join(i.encode() + b"\n" for i in chosen)
+        return {(s.first, s.last, s.count, s.crc) for s in writer.segments}
+    every = segments(ids)
+    one_more = segments(sorted([*ids, "0000000000abcdef"]))
+    assert len(every) > 5 and len(every - one_more) == 1

@@ -332,6 +332,33 @@ def test_a_failed_build_over_a_spare_leaves_the_site_and_a_full_build_next(base,
     assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full"))
 
 
+def test_listings_are_reused_when_no_listed_column_changed(base, tmp_path, monkeypatch):
+    from errordb import export, site, site_pages
+
+    envelopes, db, _ = _copy(base, tmp_path)
+    monkeypatch.setattr(site, "SITEMAP_LIMIT", 50)  # an index and three sitemaps, reused in their order
+    out = _full(db, tmp_path / "site-2")
+    assert len(list((out / "sitemaps").iterdir())) == 3
+    made = []
+    for module, name in ((site_pages, "repo_pages"), (site_pages, "all_errors_pages"), (site_pages, "search_chunk"), (export, "write_listings"), (export, "write_api_listings")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *args, _real=real, _name=name, **kwargs: made.append(_name) or _real(*args, **kwargs))
+    # Documentation shows on the record's own page only: no listing is made again ...
+    _edit_documentation(envelopes, None)
+    ingest([_write(envelopes, tmp_path / "one")], db)
+    assert build_site(db, out, incremental=True, jobs=1).rendered == 1
+    assert made == []
+    assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full-one"))
+    # ... a new message shows in listings: every listing is made again.
+    made.clear()
+    _edit_message(envelopes, None)
+    ingest([_write(envelopes, tmp_path / "two")], db)
+    build_site(db, out, incremental=True, jobs=1)
+    assert {"repo_pages", "all_errors_pages", "search_chunk", "write_listings"} <= set(made)
+    made.clear()
+    assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full-two"))
+
+
 def test_the_cache_of_a_removed_site_is_removed_by_the_next_build(base, tmp_path):
     _, db, out = _copy(base, tmp_path)
     other = tmp_path / "other"
@@ -395,6 +422,11 @@ def test_any_few_random_changes_give_the_full_build_exactly(base, tmp_path_facto
     report = build_site(db, out, incremental=True, jobs=1)
     assert report.changed is not None
     assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full")), edits
+    # Once more: this build starts from the spare (the copied site), two changes behind.
+    _edit_documentation(envelopes, None)
+    ingest([_write(envelopes, tmp_path / "again")], db, prune=True)
+    build_site(db, out, incremental=True, jobs=1)
+    assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full-again")), edits
     shutil.rmtree(tmp_path)
 
 
