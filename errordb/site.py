@@ -231,7 +231,7 @@ def _build(
                 finally:
                     work.commit()
                     work.close()
-                kept = site_changes.cache_manifest(old_cache) if keep is not None and old_cache is not None and changed is not None else ""
+                kept = site_changes.cache_info(old_cache, "manifest") if keep is not None and old_cache is not None and changed is not None else ""
                 config = _Config(
                     db_path, str(scratch), str(staging), str(previous) if previous else None, old_cache is not None,
                     spare is not None, listings_same, bool(kept), base_url, environment, str(templates), dataset_version,
@@ -274,7 +274,7 @@ def _spare_plan(out: Path, environment: str, incremental: bool) -> tuple[Path | 
         if cache is not None:
             try:
                 keep = spare
-                wanted = site_changes.spare_manifest(cache)
+                wanted = site_changes.cache_info(cache, "spare")  # the manifest's SHA-256 of the spare it was made beside
                 manifest = spare / MANIFEST
                 if wanted and spare.is_dir() and not spare.is_symlink() and manifest.is_file() and not manifest.is_symlink():
                     use = spare if file_sha256(manifest) == wanted else None
@@ -538,8 +538,6 @@ def _close_worker() -> None:
 def _run_api_listings(previous: Path | None) -> None:
     """The API's listings, written by a worker (see :func:`errordb.export.write_api_listings`),
     or linked from the ``previous`` API when every listing is unchanged."""
-    from errordb.export import write_api_listings
-
     assert _renderer is not None
     _api_listings(_renderer.conn, _renderer.staging / "api", _renderer.config.base_url, previous)
 
@@ -707,7 +705,9 @@ class _Renderer:
     def _write(self, path: tuple[str, ...], key: str, data: bytes) -> None:
         target = output_path(self.staging, path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        put_file(target, data, self.config.in_place)
+        # Replaced, not written into, where a file is there already: in the spare, or linked from
+        # the live site by a listing task that then had to render after all.
+        put_file(target, data, self.config.in_place or target.exists())
         self.entries.append(("/".join(path), key, hashlib.sha256(data).hexdigest()))
 
 

@@ -199,7 +199,7 @@ def affected_records(
     listed_now = {fact["id"]: fact["listed"] for fact in now}
     # Listings show a few columns of each record (and its tags and family): when no record came
     # or went and none of those changed, every listing is what it was.
-    listings_same = listed_before == listed_now and not families and _info(cache, "families") == listing_inputs(store)["families"]
+    listings_same = listed_before == listed_now and not families and cache_info(cache, "families") == listing_inputs(store)["families"]
     return Changes(affected, set(changed_old) | set(changed_new), set(changed_old) - set(changed_new), listings_same)
 
 
@@ -295,16 +295,16 @@ CREATE TABLE tags (id TEXT NOT NULL, tag TEXT NOT NULL);
 -- record ids (text, kept as text even when all digits) for tags.
 CREATE TABLE windows (id TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, lo, hi, stems TEXT NOT NULL);
 CREATE TABLE families (tag TEXT PRIMARY KEY, fingerprint TEXT NOT NULL);
--- The segments of the build's api/all.jsonl.gz (errordb.export_bulk.Segment), so the next build
--- copies those whose records did not change; info's "jsonl" says which file they describe.
 -- What differs between this build and the one before it, which is kept beside it as its spare
 -- (info's "spare": the SHA-256 of that one's manifest): the next build brings the spare up to
 -- date by rewriting these files (pages, by path; the API's record files, by record id).
 CREATE TABLE spare_paths (path TEXT PRIMARY KEY);
+CREATE TABLE spare_records (id TEXT PRIMARY KEY);
 -- The files each listing task of the build wrote (task: its index in the plan), for a next build
 -- whose listings are all unchanged (see Changes.listings_same).
 CREATE TABLE listing_entries (task INTEGER NOT NULL, path TEXT NOT NULL, key TEXT NOT NULL, sha TEXT NOT NULL);
-CREATE TABLE spare_records (id TEXT PRIMARY KEY);
+-- The segments of the build's api/all.jsonl.gz (errordb.export_bulk.Segment), so the next build
+-- copies those whose records did not change; info's "jsonl" says which file they describe.
 CREATE TABLE segments (first TEXT NOT NULL, last TEXT NOT NULL, count INTEGER NOT NULL, "offset" INTEGER NOT NULL,
                        length INTEGER NOT NULL, crc INTEGER NOT NULL, size INTEGER NOT NULL);
 """
@@ -383,17 +383,10 @@ class Spare:
     records: set[str]
 
 
-def cache_manifest(cache: sqlite3.Connection) -> str:
-    """The SHA-256 of the manifest of the build the cache belongs to."""
-    return _info(cache, "manifest")
-
-
-def spare_manifest(cache: sqlite3.Connection) -> str:
-    """The SHA-256 of the manifest of the spare the cache's build was made beside ("": none)."""
-    return _info(cache, "spare")
-
-
-def _info(cache: sqlite3.Connection, key: str) -> str:
+def cache_info(cache: sqlite3.Connection, key: str) -> str:
+    """One value of the cache's ``info`` table ("" when it has none): ``manifest`` (the SHA-256
+    of its build's manifest), ``spare`` (that of the spare's, "" when none was kept), ``jsonl``,
+    and what :func:`listing_inputs` gave."""
     row = cache.execute("SELECT value FROM info WHERE key = ?", [key]).fetchone()
     return row[0] if row else ""
 
@@ -414,11 +407,6 @@ def load_listing_entries(cache: sqlite3.Connection, work: sqlite3.Connection) ->
     work.execute("CREATE INDEX listing_entries_task ON listing_entries (task)")
 
 
-def cache_info(cache: sqlite3.Connection, key: str) -> str:
-    """One value of the cache's ``info`` table ("" when it has none)."""
-    return _info(cache, key)
-
-
 def _file_stamp(path: Path) -> str:
     """Size, modification time and inode: enough to tell that a file of ours was replaced or edited."""
     try:
@@ -431,8 +419,8 @@ def _file_stamp(path: Path) -> str:
 def cached_segments(cache: sqlite3.Connection, jsonl: Path) -> list[Segment] | None:
     """The segments of ``jsonl`` (the previous build's ``all.jsonl.gz``) the cache holds, or None
     when that file is not the one they describe any more."""
-    row = cache.execute("SELECT value FROM info WHERE key = 'jsonl'").fetchone()
-    if row is None or not row[0] or row[0] != _file_stamp(jsonl):
+    stamp = cache_info(cache, "jsonl")
+    if not stamp or stamp != _file_stamp(jsonl):
         return None
     return [Segment(*row) for row in cache.execute('SELECT first, last, count, "offset", length, crc, size FROM segments ORDER BY "offset"')]
 
