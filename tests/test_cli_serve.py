@@ -29,6 +29,12 @@ PAGE = "errors/dspark-aux-hidden-capture-requires-pp-1/"
 TIMEOUT = 30
 
 
+def _ctrl_c_as_at_a_terminal() -> None:
+    # A test run started in the background by a non-interactive shell inherits SIGINT ignored,
+    # and so would serve, which then never sees the Ctrl-C this test sends.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Server:
     """A running ``errordb serve`` and the lines it printed on stderr."""
 
@@ -37,7 +43,7 @@ class Server:
         env.pop("ERRORDB_DB", None)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "errordb", "serve", "--port", "0", "--interval", "0.1", *args],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_ctrl_c_as_at_a_terminal,
         )  # fmt: skip
         self.lines: queue.Queue[str] = queue.Queue()
         self.log: list[str] = []
