@@ -1,7 +1,8 @@
 """The bulk downloads: ``all.jsonl.gz`` and ``all.zip``, written in one pass and deterministically.
 
-Both take the records one at a time and keep nothing per record in memory, so they scale to
-millions of records:
+Both take the records one at a time and keep nothing per record in memory (the gzip writer
+holds one segment of at most :data:`SEGMENT_MOST` records, and a small entry per segment), so
+they scale to millions of records:
 
 - :class:`JsonLinesGzip`: one envelope per line, gzip with a zero timestamp and no file name in
   the header (those are the only parts of a gzip stream that would differ between runs);
