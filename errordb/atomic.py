@@ -62,11 +62,16 @@ def _retire(old: Path, keep: Path | None) -> None:
     if keep is None:
         shutil.rmtree(old, ignore_errors=True)
         return
-    if keep.is_symlink() or keep.is_file():
-        keep.unlink()
-    elif keep.exists():
-        shutil.rmtree(keep, ignore_errors=True)
+    remove_path(keep)
     os.rename(old, keep)
+
+
+def remove_path(path: Path) -> None:
+    """Remove a folder and everything in it, or a file or a link (not what it points at); nothing when absent."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 _AT_FDCWD = -100

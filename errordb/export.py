@@ -29,7 +29,7 @@ from typing import IO, Any
 
 from errordb import __version__
 from errordb import export_layout as layout
-from errordb.atomic import file_sha256, replaced_dir
+from errordb.atomic import file_sha256, remove_path, replaced_dir
 from errordb.export_bulk import JsonLinesGzip, Segment, StreamingZip, zip_entries
 from errordb.export_layout import Urls
 from errordb.export_listings import Paging, write_listings
@@ -144,23 +144,14 @@ def clear_for_update(root: Path, stale: Collection[str]) -> None:
     :func:`write_api` (given the same ``stale``) writes only the rest."""
     for entry in sorted(root.iterdir()):
         if entry.name != "errors" or entry.is_symlink() or not entry.is_dir():
-            _remove(entry)
+            remove_path(entry)
             continue
         for name in ("index.json", "index.pages"):
-            _remove(entry / name)
+            remove_path(entry / name)
         for record_id in sorted(stale):
             if isinstance(record_id, str) and _RECORD_ID.fullmatch(record_id):
                 for relative in (layout.record_path(record_id), layout.record_alias_path(record_id)):
                     (root / relative).unlink(missing_ok=True)
-
-
-def _remove(path: Path) -> None:
-    import shutil
-
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink(missing_ok=True)
 
 
 def write_api_listings(db: Any, out_dir: Path, *, base_url: str = "/", page_size: int = DEFAULT_PAGE_SIZE, page_bytes: int = DEFAULT_PAGE_BYTES) -> None:

@@ -51,7 +51,7 @@ import sqlite_utils
 from errordb import site_changes
 from errordb import site_pages as pages
 from errordb import site_paths as paths
-from errordb.atomic import file_sha256, replaced_dir
+from errordb.atomic import file_sha256, remove_path, replaced_dir
 from errordb.export_bulk import Segment
 from errordb.export_layout import ALL_JSONL
 from errordb.site_paths import SiteError
@@ -195,9 +195,11 @@ def _build(
     old_cache = None
     removed: set[str] = set()
     changed: set[str] | None = None
-    spare, keep = _spare_plan(out, environment, incremental)
     with site_changes.new_cache_file(out) as new_cache:
+        # The previous build's cache, opened once (it hashes the whole manifest to know it is its own).
+        cache = site_changes.open_cache(out, out / MANIFEST) if incremental and _manifest_environment(out / MANIFEST) == environment else None
         try:
+            spare, keep = _spare_plan(out, cache)
             with tempfile.TemporaryDirectory(prefix="errordb-build-") as scratch_name, replaced_dir(out, start_from=spare, keep_old=keep) as staging:
                 scratch = Path(scratch_name)
                 (scratch / "entries").mkdir()
@@ -213,7 +215,7 @@ def _build(
                     listing_info = {**site_changes.listing_inputs(db.conn), "plan": _plan_hash(tasks), "datasetVersion": dataset_version}
                     listings_same = False
                     if previous is not None:
-                        old_cache = site_changes.open_cache(out, out / MANIFEST)
+                        old_cache = cache
                         if old_cache is not None:
                             changes = _find_affected(db.conn, old_cache, work, report, families)
                             changed, removed = changes.changed, changes.removed
@@ -246,8 +248,8 @@ def _build(
                     listing_info, _listing_entries(scratch, tasks),
                 )  # fmt: skip
         finally:
-            if old_cache is not None:
-                old_cache.close()
+            if cache is not None:
+                cache.close()
         site_changes.install_cache(out, new_cache)
     return report
 
@@ -258,30 +260,25 @@ def spare_path(out: Path) -> Path:
     return out.parent / f".{out.name}.spare"
 
 
-def _spare_plan(out: Path, environment: str, incremental: bool) -> tuple[Path | None, Path | None]:
+def _spare_plan(out: Path, cache: sqlite3.Connection | None) -> tuple[Path | None, Path | None]:
     """(the spare to bring up to date instead of starting from an empty folder, or None; where
     to keep the build this one replaces, or None to remove it).
 
-    A spare is used only when the current build's cache says it is the build the current one
-    was made from (the SHA-256 of its manifest) and lists what differs between the two; the
-    replaced build is kept only when that can be said of it, that is when the cache is used.
-    A spare that cannot be used is removed.
+    A spare is used only when the current build's ``cache`` (None: none to use) says it is the
+    build the current one was made from (the SHA-256 of its manifest) and lists what differs
+    between the two; the replaced build is kept only when that can be said of it, that is when
+    the cache is used. A spare that cannot be used is removed.
     """
     spare = spare_path(out)
     use = keep = None
-    if incremental and _manifest_environment(out / MANIFEST) == environment:
-        cache = site_changes.open_cache(out, out / MANIFEST)
-        if cache is not None:
-            try:
-                keep = spare
-                wanted = site_changes.cache_info(cache, "spare")  # the manifest's SHA-256 of the spare it was made beside
-                manifest = spare / MANIFEST
-                if wanted and spare.is_dir() and not spare.is_symlink() and manifest.is_file() and not manifest.is_symlink():
-                    use = spare if file_sha256(manifest) == wanted else None
-            finally:
-                cache.close()
+    if cache is not None:
+        keep = spare
+        wanted = site_changes.cache_info(cache, "spare")  # the manifest's SHA-256 of the spare it was made beside
+        manifest = spare / MANIFEST
+        if wanted and spare.is_dir() and not spare.is_symlink() and manifest.is_file() and not manifest.is_symlink():
+            use = spare if file_sha256(manifest) == wanted else None
     if use is None and keep is None and (spare.exists() or spare.is_symlink()):
-        _remove(spare)
+        remove_path(spare)
     return use, keep
 
 
@@ -294,16 +291,9 @@ def _manifest_environment(manifest: Path) -> str | None:
     return header.get("environment") if isinstance(header, dict) and header.get("format") == MANIFEST_FORMAT else None
 
 
-def _remove(path: Path) -> None:
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    else:
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def _empty(folder: Path) -> None:
     for entry in sorted(folder.iterdir()):
-        _remove(entry)
+        remove_path(entry)
 
 
 def _settle(scratch: Path, staging: Path, config: _Config) -> list[str]:
@@ -373,8 +363,7 @@ def _listing_entries(scratch: Path, tasks: list[tuple[Any, ...]]) -> Iterator[tu
     """(task, path, input hash, content hash) of the files the listing tasks wrote."""
     for index, task in enumerate(tasks):
         if task[0] != "records":
-            with open(scratch / "entries" / f"{index:08d}.json", encoding="utf-8") as handle:
-                yield from ((index, *entry) for entry in json.load(handle))
+            yield from ((index, *entry) for entry in _task_entries(scratch, index))
 
 
 def _previous_api(out: Path, old_cache: sqlite3.Connection | None, changed: set[str] | None) -> PreviousApi | None:
@@ -841,8 +830,13 @@ def _write_small(staging: Path, path: tuple[str, ...], text: str) -> tuple[str, 
 def _entries(scratch: Path, tasks: int) -> Iterator[tuple[str, str, str]]:
     """Every file the tasks wrote, in task order (so, deterministically)."""
     for index in range(tasks):
-        with open(scratch / "entries" / f"{index:08d}.json", encoding="utf-8") as handle:
-            yield from (tuple(entry) for entry in json.load(handle))
+        yield from _task_entries(scratch, index)
+
+
+def _task_entries(scratch: Path, index: int) -> list[tuple[str, str, str]]:
+    """(path, input hash, content hash) of each file task ``index`` wrote."""
+    with open(scratch / "entries" / f"{index:08d}.json", encoding="utf-8") as handle:
+        return [tuple(entry) for entry in json.load(handle)]  # type: ignore[misc]
 
 
 def _write_sitemaps(scratch: Path, staging: Path, tasks: int, page_count: int, base_url: str, templates: Path) -> list[tuple[str, str, str]]:

@@ -9,11 +9,14 @@ enough that every question of ``candidate_ids`` has a full window to fall into o
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
 import json
 import re
 import shutil
+import sqlite3
+import zlib
 from pathlib import Path
 
 import pytest
@@ -234,10 +237,19 @@ def test_a_link_in_the_old_api_is_not_followed(base, tmp_path):
     assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full"))
 
 
+@contextlib.contextmanager
+def _compressions(monkeypatch):
+    """The zlib compressors made inside the block: one per gzip segment or zip entry compressed."""
+    made = []
+    real = zlib.compressobj
+    with monkeypatch.context() as patch:
+        patch.setattr(zlib, "compressobj", lambda *args: made.append(args) or real(*args))
+        yield made
+
+
 def test_the_bulk_downloads_copy_what_did_not_change(base, tmp_path, monkeypatch):
     import gzip
     import zipfile
-    import zlib
 
     from errordb import export_bulk
 
@@ -246,14 +258,11 @@ def test_the_bulk_downloads_copy_what_did_not_change(base, tmp_path, monkeypatch
     out = _full(db, tmp_path / "site-2")
     _edit_documentation(envelopes, None)
     ingest([_write(envelopes, tmp_path / "records")], db)
-    compressed = []
-    real = zlib.compressobj
-    monkeypatch.setattr(zlib, "compressobj", lambda *args: compressed.append(args) or real(*args))
-    build_site(db, out, incremental=True, jobs=1)
+    with _compressions(monkeypatch) as compressed:
+        build_site(db, out, incremental=True, jobs=1)
     # One segment of all.jsonl.gz and one entry of all.zip compressed again; the rest copied.
     assert len(compressed) == 2
     # The same bytes as a full build's (so, whichever writer made them, the same downloads).
-    monkeypatch.setattr(zlib, "compressobj", real)
     assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full"))
     lines = gzip.decompress((out / "api" / "all.jsonl.gz").read_bytes()).splitlines()
     assert len(lines) == len(envelopes) and b" Edited." in b"".join(lines)
@@ -262,18 +271,13 @@ def test_the_bulk_downloads_copy_what_did_not_change(base, tmp_path, monkeypatch
 
 
 def test_bulk_segments_are_not_copied_from_a_file_that_was_replaced(base, tmp_path, monkeypatch):
-    import zlib
-
     envelopes, db, out = _copy(base, tmp_path)  # a copy: the cache describes another file
     _edit_documentation(envelopes, None)
     ingest([_write(envelopes, tmp_path / "records")], db)
-    compressed = []
-    real = zlib.compressobj
-    monkeypatch.setattr(zlib, "compressobj", lambda *args: compressed.append(args) or real(*args))
-    build_site(db, out, incremental=True, jobs=1)
-    segments = __import__("sqlite3").connect(site_changes.cache_path(out)).execute("SELECT count(*) FROM segments").fetchone()[0]
+    with _compressions(monkeypatch) as compressed:
+        build_site(db, out, incremental=True, jobs=1)
+    segments = sqlite3.connect(site_changes.cache_path(out)).execute("SELECT count(*) FROM segments").fetchone()[0]
     assert len(compressed) == segments + 1  # every segment, and the changed zip entry
-    monkeypatch.setattr(zlib, "compressobj", real)
     assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full"))
 
 
@@ -433,8 +437,6 @@ def test_any_few_random_changes_give_the_full_build_exactly(base, tmp_path_facto
 def test_tag_windows_keep_all_digit_ids_as_text():
     # An id of 16 decimal digits is valid hex; stored with a numeric affinity it would become a
     # number and compare below every text id, and the window would no longer cover its range.
-    import sqlite3
-
     conn = sqlite3.connect(":memory:")
     conn.executescript(site_changes._SCHEMA)
     stemmer = site_changes.Stemmer()
