@@ -48,6 +48,19 @@ def test_every_stage_runs_and_prints_its_column(bench, tmp_path):
     # The rebuild rendered the changed record's page again: the one-record change went through.
     rebuilt = dict(zip(head, rows[0]))["1-record rebuild s (÷ full build, pages rendered)"]
     assert int(rebuilt.rsplit(", ", 1)[1].rstrip(")").replace(",", "")) >= 1, rebuilt
+    # Every output went to the run's trash, and the trash went at the end.
+    assert not [path.name for path in tmp_path.iterdir() if path.is_dir()], list(tmp_path.iterdir())
+
+
+def test_discard_moves_folders_aside_under_distinct_names(bench, tmp_path):
+    for round in range(2):
+        (tmp_path / "site-5" / "errors").mkdir(parents=True)
+        (tmp_path / "site-5" / "errors" / "page.html").write_text(str(round), encoding="utf-8")
+        bench.discard(tmp_path / "site-5", tmp_path)
+        assert not (tmp_path / "site-5").exists()
+    bench.discard(tmp_path / "never-made", tmp_path)  # nothing there: nothing to do
+    kept = sorted((tmp_path / bench.TRASH).glob("*/errors/page.html"))
+    assert [path.read_text(encoding="utf-8") for path in kept] == ["0", "1"]
 
 
 def test_skipped_stages_show_as_dashes_with_the_reason(tmp_path):
