@@ -74,23 +74,27 @@ def _highlight(source: str, language: str) -> list[Markup]:
     run_css: str | None = None  # the open run's class (None: the line has no run yet)
     run: list[str] = []  # the open run's text
     classes = _CLASSES
-    for token_type, value in _lexer(language if language in LANGUAGES else "text").get_tokens(source):
+    if len(_RUN_HTML) > _RUN_HTML_MOST:
+        _RUN_HTML.clear()  # bounded: one worker may colour a million pages
+    known = _RUN_HTML
+    lexer = _lexer(language if language in LANGUAGES else "text")
+    for _, token_type, value in lexer.get_tokens_unprocessed(_lexer_input(source)):
         css = classes.get(token_type)
         if css is None:
             css = classes[token_type] = _css_class(token_type)
-        for index, piece in enumerate(value.split("\n") if "\n" in value else (value,)):
+        for index, piece in enumerate(value.split("\n")) if "\n" in value else ((0, value),):
             if index:  # a new line: close the open run and the line
                 if run_css is not None:
-                    line.append(_run_html(run_css, "".join(run)))
+                    line.append(known.get((run_css, text := "".join(run))) or _run_html(run_css, text))
                 lines.append("".join(line))
                 line, run_css, run = [], None, []
             if not piece:
                 continue
-            if run_css is not None and (run_css == css or not piece.strip()):
+            if run_css is not None and (run_css == css or piece.isspace()):
                 run.append(piece)  # white space joins whatever run it follows
             else:
                 if run_css is not None:
-                    line.append(_run_html(run_css, "".join(run)))
+                    line.append(known.get((run_css, text := "".join(run))) or _run_html(run_css, text))
                 run_css, run = css, [piece]
     if run_css is not None:
         line.append(_run_html(run_css, "".join(run)))
@@ -101,15 +105,27 @@ def _highlight(source: str, language: str) -> list[Markup]:
     return [Markup(html) for html in lines]
 
 
+def _lexer_input(source: str) -> str:
+    """``source`` as Pygments' ``get_tokens`` hands it to the lexer with our options (no
+    stripping, no tab expansion, no added newline): without a BOM, newlines made ``\n``."""
+    return source.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+
+
 #: Token type -> CSS class, filled as types are met (a dict lookup beats a cached call).
 _CLASSES: dict[_TokenType, str] = {}
+#: (class, text) -> a run's HTML: keywords, punctuation and common names recur on every page.
+_RUN_HTML: dict[tuple[str, str], str] = {}
+_RUN_HTML_MOST = 65536
 
 
 def _run_html(css: str, text: str) -> str:
     # Bidi controls would make the browser draw the code in another order than it runs
     # ("Trojan Source"): shown as <U+XXXX>, as on the terminal.
-    text = escape(reveal_invisible(text), quote=False)
-    return f'<span class="{css}">{text}</span>' if css and css != "w" else text
+    escaped = escape(reveal_invisible(text), quote=False)
+    html = f'<span class="{css}">{escaped}</span>' if css and css != "w" else escaped
+    if len(text) <= 32:
+        _RUN_HTML[css, text] = html
+    return html
 
 
 def code_block(

@@ -54,12 +54,14 @@ class _JoinedState:
     ``owner[g]`` is the outer group of the rule holding group ``g``; ``rules[outer]`` its rule.
     """
 
-    __slots__ = ("match", "rules", "owner", "by_char")
+    __slots__ = ("match", "rules", "owner", "rule_of", "by_char")
 
     def __init__(self, match: Any, rules: dict[int, tuple[Any, Any, Any]], owner: dict[int, int]):
         self.match = match
         self.rules = rules
         self.owner = owner
+        #: group -> (its outer group, that rule): the lexer's loop reads both in one lookup.
+        self.rule_of = {group: (outer, *rules[outer]) for group, outer in owner.items()}
         self.by_char: dict[str, _JoinedState] = {}  # on a state's whole pattern: see _ByChar
 
     def winner(self, m: re.Match[str]) -> int:
@@ -253,7 +255,10 @@ class JoinedRegexLexer(RegexLexer):
                 m = state.match(text, position)
                 if m is not None:
                     matched = True
-                    rexmatch, action, new_state = state.rules[state.winner(m)]
+                    # winner(), inlined: this runs once per token of every page.
+                    outer, rexmatch, action, new_state = state.rule_of[m.lastindex]
+                    if m.end(outer) != m.end():  # pragma: no cover - see winner()
+                        rexmatch, action, new_state = state.rules[state.winner(m)]
                     if type(action) is _TokenType:
                         yield position, action, m.group()
                     else:

@@ -23,6 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from errordb.store import record_rowid, rowid_record_id
+
 MAX_RELATED = 5
 #: How many rows each candidate question may return.
 PER_SOURCE = 8
@@ -38,6 +40,7 @@ SAME_CLASS = 3
 
 #: The columns :func:`score` reads.
 COLUMNS = ("id", "slug", "repo", "errorClass", "errorMessage", "messagePattern", "filePath", "lineNumber", "function", "backgroundTag")
+_COLUMN_LIST = ", ".join(f'"{c}"' for c in COLUMNS)
 
 # Words too common in error messages to say two messages are alike.
 _STOP_WORDS = frozenset(
@@ -108,14 +111,18 @@ def score(record: dict[str, Any], other: dict[str, Any], record_tags: Iterable[s
 def rank(record: dict[str, Any], candidates: Iterable[dict[str, Any]], tags: dict[str, list[str]], limit: int = MAX_RELATED) -> list[Related]:
     """The best ``limit`` candidates for ``record``; ``tags`` maps record ids to their tags."""
     scored = []
+    own_tags = tags.get(record["id"], ())
     for other in candidates:
         if other["id"] == record["id"]:
             continue
-        points, reasons = score(record, other, tags.get(record["id"], ()), tags.get(other["id"], ()))
+        points, reasons = score(record, other, own_tags, tags.get(other["id"], ()))
         if points > 0:
-            scored.append(Related(other["id"], other["slug"], other["errorMessage"], other["errorClass"], other["repo"], other["filePath"], other.get("lineNumber", 0), points, tuple(reasons)))
-    scored.sort(key=lambda r: (-r.score, r.id))
-    return scored[:limit]
+            scored.append((-points, other["id"], other, reasons))
+    scored.sort(key=lambda item: item[:2])
+    return [
+        Related(other["id"], other["slug"], other["errorMessage"], other["errorClass"], other["repo"], other["filePath"], other.get("lineNumber", 0), -points, tuple(reasons))
+        for points, _, other, reasons in scored[:limit]
+    ]  # fmt: skip
 
 
 #: One question :func:`candidate_ids` asked, for incremental builds: ``(kind, key, lo, hi)``.
@@ -142,8 +149,7 @@ def candidate_ids(
     """
     trace = windows if windows is not None else []
     found: dict[str, None] = dict.fromkeys(same_message)
-    row = conn.execute("SELECT rowid FROM records WHERE id = ?", [record["id"]]).fetchone()
-    rowid = row[0] if row else 0
+    rowid = record_rowid(record["id"])
 
     def add(ids: Iterable[Any]) -> None:
         found.update(dict.fromkeys(ids))
@@ -169,9 +175,7 @@ def candidate_ids(
             rowids += _around(conn, "SELECT rowid, rowid FROM records_fts WHERE records_fts MATCH ? AND rowid {op} ? ORDER BY rowid {order}", [query, rowid], trace, "words", " ".join(group))
         except sqlite3.OperationalError:
             break  # a store without full-text search still gets the other candidates
-    if rowids:
-        marks = ",".join("?" * len(rowids))
-        add(r[0] for r in conn.execute(f"SELECT id FROM records WHERE rowid IN ({marks}) ORDER BY rowid", rowids))
+    add(rowid_record_id(r) for r in sorted(rowids))
     found.pop(record["id"], None)
     return list(found)
 
@@ -204,8 +208,8 @@ def related_records(
     if not ids:
         return []
     marks = ",".join("?" * len(ids))
-    columns = ", ".join(f'"{c}"' for c in COLUMNS)
-    candidates = [dict(zip(COLUMNS, row)) for row in conn.execute(f"SELECT {columns} FROM records WHERE id IN ({marks})", ids)]
+    # By rowid, the table's own key: no detour through the id index for each candidate.
+    candidates = [dict(zip(COLUMNS, row)) for row in conn.execute(f"SELECT {_COLUMN_LIST} FROM records WHERE rowid IN ({marks})", [record_rowid(i) for i in ids])]
     tag_map: dict[str, list[str]] = {record["id"]: list(tags)}
     for record_id, tag in conn.execute(f"SELECT record_id, tag FROM record_tags WHERE record_id IN ({marks}) ORDER BY record_id, position", ids):
         tag_map.setdefault(record_id, []).append(tag)

@@ -21,13 +21,15 @@ _TOKEN = re.compile(f"{_CODE.pattern}|{_URL.pattern}")
 # Prose punctuation that ends a sentence rather than the URL it follows.
 _TRAILING = ".,;:!?)]}"
 _SAFE_HOST = re.compile(r"^https://[A-Za-z0-9.-]+(?::\d+)?(?:[/?#]|$)")
+# White space (``\s`` is str.isspace()), control characters, and what could end an attribute.
+_UNSAFE_URL_CHARACTER = re.compile(r"[\s\x00-\x1f<>\"'`\\]")
 
 
 def safe_https_url(value: object) -> str | None:
     """``value`` when it is an ``https://`` URL with a plain host name, else ``None``."""
     if not isinstance(value, str) or len(value) > 4000:
         return None
-    if any(c.isspace() or c in "<>\"'`\\" or ord(c) < 32 for c in value):
+    if _UNSAFE_URL_CHARACTER.search(value):
         return None
     return value if _SAFE_HOST.match(value) else None
 

@@ -267,6 +267,11 @@ def record_rowid(record_id: str) -> int:
     return int(record_id, 16) - (1 << 63)
 
 
+def rowid_record_id(rowid: int) -> str:
+    """The id of the record at ``rowid`` (the inverse of :func:`record_rowid`)."""
+    return f"{rowid + (1 << 63):016x}"
+
+
 def record_row(envelope: Envelope) -> dict[str, Any]:
     """The ``records`` row of an envelope (scalar fields and derived columns)."""
     record = envelope.record

@@ -453,6 +453,26 @@ def test_incremental_without_a_previous_build_or_after_a_template_change_renders
     assert build_site(db_path, out, incremental=True, base_url="/sub/").rendered == 18
 
 
+def test_a_template_edited_between_two_builds_of_one_process_is_read_again(db_path, tmp_path, monkeypatch):
+    # errordb serve builds again in its own process after a template edit; the templates are
+    # not stat()ed on every page, so the edit must reach the next build some other way.
+    import shutil
+
+    import errordb.site
+
+    templates = tmp_path / "templates"
+    shutil.copytree(errordb.site.templates_dir(), templates)
+    monkeypatch.setattr(errordb.site, "templates_dir", lambda: templates)
+    out = tmp_path / "site"
+    build_site(db_path, out, incremental=True)
+    pages = sorted(out.glob("errors/*/index.html"))
+    assert pages and not any("edited-template-marker" in p.read_text(encoding="utf-8") for p in pages)
+    error_html = templates / "error.html"
+    error_html.write_text(error_html.read_text(encoding="utf-8").replace("{% block main %}", "{% block main %}<p>edited-template-marker</p>", 1), encoding="utf-8")
+    assert build_site(db_path, out, incremental=True).rendered >= len(pages)
+    assert all("edited-template-marker" in p.read_text(encoding="utf-8") for p in pages)
+
+
 def test_a_failed_build_leaves_the_previous_site_untouched(db_path, site, tmp_path):
     out = tmp_path / "site"
     build_site(db_path, out)

@@ -189,3 +189,7 @@ def test_text_helpers_escape_and_link_only_https():
     assert safe_https_url("https://github.com/a/b") == "https://github.com/a/b"
     for bad in ("http://github.com", "javascript:alert(1)", "https://a b", 'https://a"b', "https://", "//x.example", None, 5):
         assert safe_https_url(bad) is None
+    # Any white space (Unicode's too), control character, or character that ends an attribute.
+    for character in "\u00a0\u2028\u3000\x1c\x00\x1f\t<>'`\\":
+        assert safe_https_url(f"https://a.example/{character}x") is None, repr(character)
+    assert safe_https_url("https://a.example/\x7f~é") == "https://a.example/\x7f~é"  # DEL and letters are not refused
