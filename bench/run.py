@@ -14,7 +14,9 @@ For every size it generates records (bench/generate.py, deterministic), then mea
   ``--loop-limit`` patterns and scaled linearly beyond, which the table marks with ``~``);
 - full site build: pages/s of ``errordb.site.build_site`` and its peak memory (the build
   process plus its pool's workers), against a bare jinja2 loop that renders one page per record
-  in one process (bench/child.py);
+  in one process (bench/child.py), run once before the build and once after (the faster is
+  the baseline: files deleted shortly before slow down whatever creates files next, see
+  :func:`discard`);
 - one-record incremental rebuild: change one record, re-ingest it, ``build_site(...,
   incremental=True)`` over the previous build; seconds, against the full build; then the same
   again, which starts from the spare the first rebuild kept (the steady state);
@@ -25,7 +27,8 @@ The site build and export run in processes of their own (bench/child.py), starte
 small wrapper so that their peak memory is theirs. ``--skip`` leaves stages out, and
 ``--site-max`` builds the site only up to a size; the site stages are also skipped, with the
 reason in the table, when the disk could not hold the site (estimated from the bytes per
-record of the last site built in the run).
+record of the last site built in the run). What a stage writes is moved to a trash folder under
+``--work`` and deleted when the run ends, not between stages.
 
 Machines are noisy (2 cores here): the ratios are what to read, not the absolute times.
 ``--check`` turns it into a regression guard that fails only when a ratio is far outside its
