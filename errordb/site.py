@@ -613,8 +613,14 @@ class _Renderer:
         affected = None
         if self.config.changes:
             affected = {row[0] for row in self.work.execute("SELECT id FROM affected WHERE id BETWEEN ? AND ?", [first, last])}
+        kept = self._kept_in_spare([slug for record_id, slug in rows if record_id not in affected]) if affected is not None else {}
         for record_id, slug in rows:
             if affected is not None and record_id not in affected:
+                if slug in kept:
+                    self.html += 1
+                    self.reused += 1
+                    entries[record_id] = [kept[slug]]
+                    continue
                 self.entries = []
                 if self._reuse((*paths.record_dir(slug), "index.html"), None):
                     self.html += 1
@@ -640,6 +646,26 @@ class _Renderer:
         asked = {"facts": facts, "windows": [[record_id, *window] for record_id in sorted(windows) for window in windows[record_id]]}
         with open(Path(self.config.scratch) / "windows" / f"{index:08d}.json", "w", encoding="utf-8") as handle:
             json.dump(asked, handle, separators=(",", ":"))
+
+    def _kept_in_spare(self, slugs: list[str]) -> dict[str, tuple[str, str, str]]:
+        """Slug -> manifest entry of the error pages among ``slugs`` that the spare holds as the
+        previous build made them (what :func:`reuse_file` finds one page at a time, for a
+        batch in two questions: the pages no change reaches are most of a rebuild's pages)."""
+        if not self.config.in_place or not slugs:
+            return {}
+        slug_of = {"/".join((*paths.record_dir(slug), "index.html")): slug for slug in slugs}
+        names = list(slug_of)
+        kept: dict[str, tuple[str, str, str]] = {}
+        for start in range(0, len(names), 500):  # well under SQLite's limit of bound parameters
+            chunk = names[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self.work.execute(
+                f"SELECT path, key, sha FROM previous WHERE path IN ({marks})"
+                f" AND path NOT IN (SELECT path FROM stale_paths WHERE path IN ({marks}))",
+                chunk + chunk,
+            )  # fmt: skip
+            kept.update((slug_of[name], (name, key, sha)) for name, key, sha in rows)
+        return kept
 
     def _pages(self, task: tuple[Any, ...]) -> Iterator[pages.Page]:
         kind, source = task[0], self.source
