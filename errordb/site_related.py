@@ -120,8 +120,8 @@ def rank(record: dict[str, Any], candidates: Iterable[dict[str, Any]], tags: dic
             scored.append((-points, other["id"], other, reasons))
     scored.sort(key=lambda item: item[:2])
     return [
-        Related(other["id"], other["slug"], other["errorMessage"], other["errorClass"], other["repo"], other["filePath"], other.get("lineNumber", 0), -points, tuple(reasons))
-        for points, _, other, reasons in scored[:limit]
+        Related(other["id"], other["slug"], other["errorMessage"], other["errorClass"], other["repo"], other["filePath"], other.get("lineNumber", 0), -negated, tuple(reasons))
+        for negated, _, other, reasons in scored[:limit]
     ]  # fmt: skip
 
 

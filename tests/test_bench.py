@@ -53,9 +53,9 @@ def test_every_stage_runs_and_prints_its_column(bench, tmp_path):
 
 
 def test_discard_moves_folders_aside_under_distinct_names(bench, tmp_path):
-    for round in range(2):
+    for turn in range(2):
         (tmp_path / "site-5" / "errors").mkdir(parents=True)
-        (tmp_path / "site-5" / "errors" / "page.html").write_text(str(round), encoding="utf-8")
+        (tmp_path / "site-5" / "errors" / "page.html").write_text(str(turn), encoding="utf-8")
         bench.discard(tmp_path / "site-5", tmp_path)
         assert not (tmp_path / "site-5").exists()
     bench.discard(tmp_path / "never-made", tmp_path)  # nothing there: nothing to do
