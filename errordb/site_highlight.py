@@ -76,7 +76,6 @@ def _highlight(source: str, language: str) -> list[Markup]:
     classes = _CLASSES
     if len(_RUN_HTML) > _RUN_HTML_MOST:
         _RUN_HTML.clear()  # bounded: one worker may colour a million pages
-    known = _RUN_HTML
     lexer = _lexer(language if language in LANGUAGES else "text")
     for _, token_type, value in lexer.get_tokens_unprocessed(_lexer_input(source)):
         css = classes.get(token_type)
@@ -85,7 +84,7 @@ def _highlight(source: str, language: str) -> list[Markup]:
         for index, piece in enumerate(value.split("\n")) if "\n" in value else ((0, value),):
             if index:  # a new line: close the open run and the line
                 if run_css is not None:
-                    line.append(known.get((run_css, text := "".join(run))) or _run_html(run_css, text))
+                    line.append(_run_html(run_css, "".join(run)))
                 lines.append("".join(line))
                 line, run_css, run = [], None, []
             if not piece:
@@ -94,7 +93,7 @@ def _highlight(source: str, language: str) -> list[Markup]:
                 run.append(piece)  # white space joins whatever run it follows
             else:
                 if run_css is not None:
-                    line.append(known.get((run_css, text := "".join(run))) or _run_html(run_css, text))
+                    line.append(_run_html(run_css, "".join(run)))
                 run_css, run = css, [piece]
     if run_css is not None:
         line.append(_run_html(run_css, "".join(run)))
@@ -119,6 +118,9 @@ _RUN_HTML_MOST = 65536
 
 
 def _run_html(css: str, text: str) -> str:
+    html = _RUN_HTML.get((css, text))
+    if html is not None:
+        return html
     # Bidi controls would make the browser draw the code in another order than it runs
     # ("Trojan Source"): shown as <U+XXXX>, as on the terminal.
     escaped = escape(reveal_invisible(text), quote=False)

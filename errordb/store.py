@@ -258,18 +258,22 @@ def _db_name(db: sqlite_utils.Database) -> str:
     return row[2] or ":memory:"
 
 
+#: 16 hex digits run to 2**64; SQLite's rowids are signed 64-bit numbers.
+_ROWID_SHIFT = 1 << 63
+
+
 def record_rowid(record_id: str) -> int:
     """The rowid of a record: its id read as a number (16 hex digits, shifted into SQLite's range).
 
     So rowid order is id order, whatever order the records were ingested in: the questions
     related errors ask "around a record's rowid" give the same answers for the same records.
     """
-    return int(record_id, 16) - (1 << 63)
+    return int(record_id, 16) - _ROWID_SHIFT
 
 
 def rowid_record_id(rowid: int) -> str:
     """The id of the record at ``rowid`` (the inverse of :func:`record_rowid`)."""
-    return f"{rowid + (1 << 63):016x}"
+    return f"{rowid + _ROWID_SHIFT:016x}"
 
 
 def record_row(envelope: Envelope) -> dict[str, Any]:

@@ -277,3 +277,13 @@ def test_embedded_default_rebuilds_a_corrupt_cache(tmp_path, monkeypatch):
 def test_open_db_names_a_missing_file(tmp_path):
     with pytest.raises(StoreError, match="no such database"):
         open_db(tmp_path / "missing.db")
+
+
+def test_a_rowid_is_the_id_read_as_a_number_and_gives_the_id_back():
+    from errordb.store import record_rowid, rowid_record_id
+
+    ids = ["0000000000000000", "3083cb312003fdcc", "7fffffffffffffff", "8000000000000000", "ffffffffffffffff"]
+    rowids = [record_rowid(record_id) for record_id in ids]
+    assert rowids[0] == -(1 << 63) and rowids[-1] == (1 << 63) - 1  # SQLite's whole signed range
+    assert sorted(rowids) == rowids  # id order is rowid order
+    assert [rowid_record_id(rowid) for rowid in rowids] == ids
