@@ -30,13 +30,14 @@ from typing import IO, Any
 from errordb import __version__
 from errordb import export_layout as layout
 from errordb.atomic import file_sha256, remove_path, replaced_dir
-from errordb.export_bulk import JsonLinesGzip, Segment, StreamingZip, zip_entries
+from errordb.export_bulk import JsonLinesGzip, RecordDirectory, Segment, StreamingZip, zip_entries
 from errordb.export_layout import Urls
 from errordb.export_listings import Paging, write_listings
 from errordb.export_openapi import openapi_document
 from errordb.export_output import ExportError, OutputTree
 from errordb.export_shapes import API_VERSION
 from errordb.export_sqlite import SqliteRelease, export_sqlite
+from errordb.export_update import update_records
 
 __all__ = [
     "DEFAULT_PAGE_BYTES", "DEFAULT_PAGE_SIZE", "ExportError", "ExportReport", "SqliteRelease",
@@ -229,34 +230,57 @@ def _write_records(
 ) -> tuple[int, list[Segment]]:
     """``errors/<id>.json`` and ``errors/<id>`` for each record, and the two bulk files, in one
     pass (with ``stale``, see :func:`write_api`, the record files of the others are there)."""
-    count = 0
     with contextlib.ExitStack() as stack:
         jsonl_file, zip_file = stack.enter_context(tree.open(layout.ALL_JSONL)), stack.enter_context(tree.open(layout.ALL_ZIP))
         old_jsonl, old_zip = _previous_bulk(stack, previous)
         jsonl, archive = JsonLinesGzip(jsonl_file, old_jsonl), StreamingZip(zip_file)
-        old_entries = zip_entries(old_zip) if old_zip is not None else iter(())
-        entry = next(old_entries, None)
-        for record_id, data, old, unchanged in _record_files(db, previous):
-            there = stale is not None and record_id not in stale and isinstance(record_id, str) and _RECORD_ID.fullmatch(record_id)
-            if not there:  # (else its two files are there already)
-                if old is None or not tree.adopt(old, layout.record_path(record_id), missing_ok=True):
-                    data = data if isinstance(data, bytes) else data()
-                    tree.write_bytes(layout.record_path(record_id), data)
-                tree.link(layout.record_path(record_id), layout.record_alias_path(record_id))
-            jsonl.add(record_id, data, unchanged)
-            name = f"{record_id}.json".encode()
-            while entry is not None and entry.name < name:
-                entry = next(old_entries, None)
-            if not (unchanged and entry is not None and entry.name == name and archive.copy(entry, old_zip)):  # type: ignore[arg-type]
-                archive.add(name.decode(), data if isinstance(data, bytes) else data())
-            count += 1
-            if progress and count % 1000 == 0:
-                progress(count)
+        # From a spare, with both earlier downloads: in runs (errordb.export_update), not per record.
+        directory = RecordDirectory.read(old_zip) if stale is not None and old_jsonl is not None and old_zip is not None else None
+        count = None
+        if directory is not None and previous is not None and previous.changed is not None and old_jsonl is not None:
+            try:
+                count = update_records(getattr(db, "conn", db), tree, previous.folder, previous.changed, stale, jsonl, old_jsonl[1], archive, directory, progress)  # type: ignore[arg-type]
+            except ValueError:  # not what they say: start both downloads again, record by record
+                archive.discard()
+                for handle in (jsonl_file, zip_file):
+                    handle.seek(0)
+                    handle.truncate()
+                jsonl, archive = JsonLinesGzip(jsonl_file, old_jsonl), StreamingZip(zip_file)
+        if count is None:
+            count = _write_each_record(db, tree, progress, previous, stale, jsonl, archive, old_zip)
         jsonl.close()
         archive.close()
     if progress:
         progress(count)
     return count, jsonl.segments
+
+
+def _write_each_record(
+    db: Any, tree: OutputTree, progress: Callable[[int], None] | None, previous: PreviousApi | None, stale: Collection[str] | None,
+    jsonl: JsonLinesGzip, archive: StreamingZip, old_zip: IO[bytes] | None,
+) -> int:
+    """:func:`_write_records` a record at a time (the unchanged ones' gzip segments and zip
+    entries still copied from the previous API's downloads where they can be)."""
+    count = 0
+    old_entries = zip_entries(old_zip) if old_zip is not None else iter(())
+    entry = next(old_entries, None)
+    for record_id, data, old, unchanged in _record_files(db, previous):
+        there = stale is not None and record_id not in stale and isinstance(record_id, str) and _RECORD_ID.fullmatch(record_id)
+        if not there:  # (else its two files are there already)
+            if old is None or not tree.adopt(old, layout.record_path(record_id), missing_ok=True):
+                data = data if isinstance(data, bytes) else data()
+                tree.write_bytes(layout.record_path(record_id), data)
+            tree.link(layout.record_path(record_id), layout.record_alias_path(record_id))
+        jsonl.add(record_id, data, unchanged)
+        name = f"{record_id}.json".encode()
+        while entry is not None and entry.name < name:
+            entry = next(old_entries, None)
+        if not (unchanged and entry is not None and entry.name == name and archive.copy(entry, old_zip)):  # type: ignore[arg-type]
+            archive.add(name.decode(), data if isinstance(data, bytes) else data())
+        count += 1
+        if progress and count % 1000 == 0:
+            progress(count)
+    return count
 
 
 def _previous_bulk(stack: contextlib.ExitStack, previous: PreviousApi | None) -> tuple[tuple[IO[bytes], list[Segment]] | None, IO[bytes] | None]:

@@ -39,8 +39,9 @@ _FILE_MODE = 0o100644 << 16  # a regular file, rw-r--r--
 _LEVEL = 6
 
 
-#: A gzip segment ends after a record whose id hashes to this (1 in 256; see :class:`JsonLinesGzip`).
-_SEGMENT_END = 0
+#: A gzip segment ends after a record whose id's CRC-32, masked by this, is 0 (1 in 256; see
+#: :class:`JsonLinesGzip`).
+SEGMENT_MASK = 0xFF
 #: ... or after this many records, whatever the ids (bounds the memory one segment takes).
 SEGMENT_MOST = 4096
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no name, MTIME 0, OS unknown
@@ -65,12 +66,13 @@ class JsonLinesGzip:
 
     The file is one gzip member, so every gzip reader reads all of it, but its deflate stream is
     made of *segments* compressed independently (each ends byte-aligned, as pigz does): a
-    segment ends after a record whose id hashes to :data:`_SEGMENT_END` (one record in 256), or
-    after :data:`SEGMENT_MOST` records. Where a segment ends depends only on the ids, not on the
-    dataset's history or size, so when one record changes only its own segment changes, and a
-    writer given the previous file and its :attr:`segments` (``previous``) copies every other
-    segment's bytes as they are instead of compressing them again. Resetting the compressor
-    every ~256 records costs little: deflate only looks 32 KB back anyway.
+    segment ends after a record whose id hashes to 0 under :data:`SEGMENT_MASK` (one record in
+    256), or after :data:`SEGMENT_MOST` records. Where a segment ends depends only on the ids,
+    not on the dataset's history or size, so when one record changes only its own segment
+    changes, and a writer given the previous file and its :attr:`segments` (``previous``) copies
+    every other segment's bytes as they are instead of compressing them again (or, knowing
+    which records changed, whole segments at once: :mod:`errordb.export_update`). Resetting the
+    compressor every ~256 records costs little: deflate only looks 32 KB back anyway.
     """
 
     def __init__(self, file: IO[bytes], previous: tuple[IO[bytes], list[Segment]] | None = None):
@@ -91,7 +93,7 @@ class JsonLinesGzip:
         ``unchanged``: the record is the one the previous file holds, so its segment may be copied.
         """
         self._pending.append((record_id, data, unchanged))
-        if zlib.crc32(record_id.encode("utf-8")) & 0xFF == _SEGMENT_END or len(self._pending) >= SEGMENT_MOST:
+        if ends_segment(record_id, len(self._pending)):
             self._flush()
 
     def _flush(self) -> None:
@@ -118,9 +120,33 @@ class JsonLinesGzip:
         self._size += size
         self._pending.clear()
 
+    @property
+    def between_segments(self) -> bool:
+        """Whether the next record added starts a segment."""
+        return not self._pending
+
+    def copy_segment(self, old: Segment) -> None:
+        """Append the previous file's segment ``old`` as its bytes are: the caller knows that the
+        records it would add next are that segment's, unchanged (see :attr:`between_segments`)."""
+        assert self._old_file is not None and not self._pending
+        self._old_file.seek(old.offset)
+        packed = self._old_file.read(old.length)
+        if len(packed) != old.length:
+            raise ValueError("the previous all.jsonl.gz is shorter than its segments say")
+        self._out.write(packed)
+        self.segments.append(Segment(old.first, old.last, old.count, self._offset, old.length, old.crc, old.size))
+        self._offset += old.length
+        self._crc = crc32_combine(self._crc, old.crc, old.size)
+        self._size += old.size
+
     def close(self) -> None:
         self._flush()
         self._out.write(_FINAL_BLOCK + struct.pack("<2I", self._crc, self._size & 0xFFFFFFFF))
+
+
+def ends_segment(record_id: str, count: int) -> bool:
+    """Whether a segment ends after the record ``record_id``, its ``count``-th."""
+    return zlib.crc32(record_id.encode("utf-8")) & SEGMENT_MASK == 0 or count >= SEGMENT_MOST
 
 
 def crc32_combine(first: int, second: int, second_length: int) -> int:
@@ -197,6 +223,41 @@ class StreamingZip:
         self._append(entry.name, entry.crc, entry.size, whole[start:])
         return True
 
+    def copy_run(self, directory: RecordDirectory, first: int, stop: int) -> None:
+        """Append the entries ``first`` to ``stop - 1`` of an earlier record archive as they are:
+        their headers and data as one byte range, their directory entries with the offsets
+        moved by where the range now starts. Raises ValueError when the archive does not hold
+        them as its directory says (its two ends are checked; the caller then starts over)."""
+        if first >= stop:
+            return
+        begin, end = directory.offset(first), directory.offset(stop)
+        delta = self._offset - begin
+        entries = [directory.entry(first), directory.entry(stop - 1)]
+        archive = directory.archive
+        for entry in entries:  # the run's two ends, as :meth:`copy` checks each entry
+            archive.seek(entry.offset)
+            head = archive.read(30 + len(entry.name))
+            if head[:4] != b"PK\x03\x04" or struct.unpack_from("<2H", head, 26) != (len(entry.name), 0) or head[30:] != entry.name:
+                raise ValueError("the earlier all.zip does not hold the entries its directory lists")
+        if entries[1].offset + delta >= ZIP64_OFFSET_LIMIT:  # offsets that need ZIP64 fields: one by one
+            for index in range(first, stop):
+                if not self.copy(directory.entry(index), archive):
+                    raise ValueError("the earlier all.zip does not hold the entries its directory lists")
+            return
+        archive.seek(begin)
+        remaining = end - begin
+        while remaining:
+            chunk = archive.read(min(remaining, DIRECTORY_CHUNK))
+            if not chunk:
+                raise ValueError("the earlier all.zip is shorter than its directory says")
+            self._out.write(chunk)
+            remaining -= len(chunk)
+        for piece in directory.shifted(first, stop, delta):
+            self._directory.write(piece)
+            self._directory_size += len(piece)
+        self._offset += end - begin
+        self._count += stop - first
+
     def _append(self, encoded: bytes, crc: int, size: int, packed: bytes) -> None:
         flags = 0 if encoded.isascii() else 0x800  # bit 11: the name is UTF-8
         local = struct.pack(
@@ -220,6 +281,10 @@ class StreamingZip:
         self._directory_size += len(central) + len(encoded) + len(extra)
         self._offset += len(local) + len(encoded) + len(packed)
         self._count += 1
+
+    def discard(self) -> None:
+        """Forget what was added (the file is the caller's to truncate)."""
+        self._directory.close()
 
     def close(self) -> None:
         """Write the central directory and the end records."""
@@ -251,29 +316,39 @@ class ZipEntry:
     offset: int
 
 
-def zip_entries(archive: IO[bytes]) -> Iterator[ZipEntry]:
-    """The entries of an archive :class:`StreamingZip` wrote, in their order, read from its
-    central directory a piece at a time; nothing (an empty iterator) when it is not one."""
+def _directory_bounds(archive: IO[bytes]) -> tuple[int, int, int] | None:
+    """(entries, size, offset) of the central directory of an archive :class:`StreamingZip`
+    wrote, from its end records; None when it is not one."""
     archive.seek(0, 2)
     end = archive.tell()
     if end < 22:
-        return
+        return None
     archive.seek(end - 22)
     record = archive.read(22)
     if record[:4] != b"PK\x05\x06":
-        return  # not ours: ours never has a comment, so the end record is the last 22 bytes
+        return None  # not ours: ours never has a comment, so the end record is the last 22 bytes
     count, size, start = struct.unpack("<2x2x2xH2I2x", record[4:])
     if count == 0xFFFF or 0xFFFFFFFF in (size, start):
         archive.seek(end - 22 - 20)
         locator = archive.read(20)
         if locator[:4] != b"PK\x06\x07":
-            return
+            return None
         (zip64_end,) = struct.unpack("<4xQ4x", locator[4:])
         archive.seek(zip64_end)
         record64 = archive.read(56)
         if record64[:4] != b"PK\x06\x06":
-            return
+            return None
         count, size, start = struct.unpack("<3Q", record64[32:56])
+    return count, size, start
+
+
+def zip_entries(archive: IO[bytes]) -> Iterator[ZipEntry]:
+    """The entries of an archive :class:`StreamingZip` wrote, in their order, read from its
+    central directory a piece at a time; nothing (an empty iterator) when it is not one."""
+    bounds = _directory_bounds(archive)
+    if bounds is None:
+        return
+    count, size, start = bounds
     buffer, at, position, remaining = b"", 0, start, size
 
     def have(length: int) -> bool:
@@ -304,3 +379,96 @@ def zip_entries(archive: IO[bytes]) -> Iterator[ZipEntry]:
             (offset,) = struct.unpack_from("<Q", extra, 4)
         yield ZipEntry(name, crc, packed, length, offset)
         at += whole
+
+
+#: A record's central directory entry: 46 bytes, then its name ``<16 hex digits>.json``, with no
+#: extra field (its offset fits in 32 bits) and no comment.
+_RECORD_NAME = 21
+_RECORD_ENTRY = 46 + _RECORD_NAME
+#: Directory entries read (and their offsets moved) at a time.
+ENTRIES_CHUNK = 4096
+
+
+class RecordDirectory:
+    """The central directory of an earlier record archive (``all.zip``) read by position.
+
+    Every entry of a record archive below 4 GiB has the same size (:data:`_RECORD_ENTRY`), so
+    entry ``i`` is at ``i * 67``: an entry is found by name by bisection, and a run of entries
+    is copied as one piece, without reading the directory entry by entry.
+    """
+
+    def __init__(self, archive: IO[bytes], count: int, start: int):
+        self.archive, self.count, self.start = archive, count, start
+
+    @classmethod
+    def read(cls, archive: IO[bytes]) -> RecordDirectory | None:
+        """The directory of ``archive``, or None when it is not a record archive of that shape."""
+        bounds = _directory_bounds(archive)
+        if bounds is None:
+            return None
+        count, size, start = bounds
+        return cls(archive, count, start) if size == count * _RECORD_ENTRY else None
+
+    def _entries(self, first: int, stop: int) -> bytes:
+        if not 0 <= first < stop <= self.count:
+            raise ValueError(f"entries {first} to {stop} of an archive of {self.count}")
+        self.archive.seek(self.start + first * _RECORD_ENTRY)
+        data = self.archive.read((stop - first) * _RECORD_ENTRY)
+        if not _are_record_entries(data, stop - first):
+            raise ValueError("the earlier all.zip's directory is not a record archive's")
+        return data
+
+    def name(self, index: int) -> bytes:
+        return self._entries(index, index + 1)[46:]
+
+    def entry(self, index: int) -> ZipEntry:
+        data = self._entries(index, index + 1)
+        crc, packed, size = struct.unpack_from("<3I", data, 16)
+        (offset,) = struct.unpack_from("<I", data, 42)
+        return ZipEntry(data[46:], crc, packed, size, offset)
+
+    def offset(self, index: int) -> int:
+        """Where entry ``index`` begins in the archive (``count``: where the directory begins)."""
+        return self.start if index == self.count else self.entry(index).offset
+
+    def after(self, name: bytes) -> int:
+        """The index of the first entry whose name sorts after ``name``."""
+        low, high = 0, self.count
+        while low < high:
+            middle = (low + high) // 2
+            if self.name(middle) <= name:
+                low = middle + 1
+            else:
+                high = middle
+        return low
+
+    def shifted(self, first: int, stop: int, delta: int) -> Iterator[bytes]:
+        """The directory entries ``first`` to ``stop - 1`` with ``delta`` added to their offsets,
+        :data:`ENTRIES_CHUNK` at a time (one ``struct`` call a chunk, not one an entry)."""
+        for start in range(first, stop, ENTRIES_CHUNK):
+            end = min(stop, start + ENTRIES_CHUNK)
+            data = self._entries(start, end)
+            if delta:
+                layout = _shift_layout(end - start)
+                fields = list(layout.unpack(data))
+                fields[1::3] = [offset + delta for offset in fields[1::3]]
+                data = layout.pack(*fields)
+            yield data
+
+
+@functools.lru_cache(maxsize=8)
+def _shift_layout(count: int) -> struct.Struct:
+    """``count`` record entries as (the 42 bytes before the offset, the offset, the name)."""
+    return struct.Struct("<" + "42sI21s" * count)
+
+
+#: Per byte position of a record entry that is the same in all of them: its value (the
+#: signature, the name's length, no extra field, no comment).
+_RECORD_ENTRY_CONSTANTS = dict(enumerate(b"PK\x01\x02")) | {28: _RECORD_NAME, 29: 0, 30: 0, 31: 0, 32: 0, 33: 0}
+
+
+def _are_record_entries(data: bytes, count: int) -> bool:
+    """Whether ``data`` is ``count`` record entries, checked a byte column at a time."""
+    if len(data) != count * _RECORD_ENTRY:
+        return False
+    return all(data[column::_RECORD_ENTRY] == bytes([value]) * count for column, value in _RECORD_ENTRY_CONSTANTS.items())

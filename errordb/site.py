@@ -900,21 +900,16 @@ def _write_manifest(
     ``work``, the files also go into its ``current`` table."""
     if work is not None:
         work.execute("CREATE TABLE current (path TEXT PRIMARY KEY, sha TEXT NOT NULL)")
-    batch: list[tuple[str, str]] = []
     # Written beside and renamed over the spare's own (which the next build would otherwise trust).
     with open(staging / f"{MANIFEST}.new", "w", encoding="utf-8", newline="\n") as handle:
         handle.write(json.dumps({"format": MANIFEST_FORMAT, "version": 1, "environment": environment})[:-1] + ', "files": [\n')
-        first = True
-        for entry in itertools.chain(_entries(scratch, tasks), extra):
-            handle.write(("" if first else ",\n") + json.dumps(list(entry), ensure_ascii=False))
-            first = False
+        entries = itertools.chain(_entries(scratch, tasks), extra)
+        separator = ""
+        while chunk := list(itertools.islice(entries, 10_000)):
+            handle.write(separator + ",\n".join(map(_manifest_line, chunk)))
+            separator = ",\n"
             if work is not None:
-                batch.append((entry[0], entry[2]))
-                if len(batch) >= 10_000:
-                    work.executemany("INSERT OR REPLACE INTO current VALUES (?, ?)", batch)
-                    batch.clear()
-        if work is not None:
-            work.executemany("INSERT OR REPLACE INTO current VALUES (?, ?)", batch)
+                work.executemany("INSERT OR REPLACE INTO current VALUES (?, ?)", ((path, sha) for path, _, sha in chunk))
         handle.write("\n]}\n")
     os.replace(staging / f"{MANIFEST}.new", staging / MANIFEST)
 
@@ -942,15 +937,31 @@ def _load_manifest(out: Path, environment: str, work: sqlite3.Connection) -> boo
     return True
 
 
+#: Text that JSON writes as it is (no escapes): every page name and hash of a manifest.
+_PLAIN_TEXT = re.compile(r"[a-z0-9./-]*")
+
+
+def _manifest_line(entry: tuple[str, str, str]) -> str:
+    """``json.dumps(list(entry))``, formatted directly when its three strings are plain (10x faster)."""
+    if _PLAIN_TEXT.fullmatch("".join(entry)):
+        return '["%s", "%s", "%s"]' % entry
+    return json.dumps(list(entry), ensure_ascii=False)
+
+
 def _manifest_entries(manifest: Path) -> Iterator[tuple[str, str, str]]:
     """The (path, input hash, content hash) lines of a manifest, one at a time."""
     with open(manifest, encoding="utf-8") as handle:
         handle.readline()  # the header
         for line in handle:
             line = line.strip().removesuffix(",")
-            if line not in ("", "]}"):
-                name, key, sha = json.loads(line)
-                yield name, key, sha
+            if line in ("", "]}"):
+                continue
+            parts = line[2:-2].split('", "') if line.startswith('["') and line.endswith('"]') else ()
+            if len(parts) == 3 and _PLAIN_TEXT.fullmatch("".join(parts)):
+                yield parts[0], parts[1], parts[2]  # what json.loads gives for such a line
+                continue
+            name, key, sha = json.loads(line)
+            yield name, key, sha
 
 
 def _insert_batches(work: sqlite3.Connection, sql: str, rows: Iterator[tuple[Any, ...]]) -> None:

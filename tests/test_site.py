@@ -393,6 +393,25 @@ def test_manifest_lists_every_rendered_file_with_hashes(site):
         assert hashlib.sha256((site / name).read_bytes()).hexdigest() == sha, name
 
 
+@pytest.mark.parametrize("entry", [
+    ("errors/a-b/index.html", "0f" * 32, "a1" * 32),
+    ("sitemaps/sitemap-1.xml", "", "ab"),
+    ('a"b', "k", "s"),  # a quote: escaped
+    ("é/ü.html", "k", "s"),  # not ASCII: written as it is, as json.dumps(ensure_ascii=False) does
+    ("a\\b", "k\n", "s\u2028"),  # a backslash, a newline, a line separator
+    ('x", "y', "k", "s"),  # the separator inside a name: not three plain strings
+])
+def test_manifest_lines_are_json_and_read_back_as_written(tmp_path, entry):
+    from errordb.site import _manifest_entries, _manifest_line
+
+    line = _manifest_line(entry)
+    assert line == json.dumps(list(entry), ensure_ascii=False)
+    manifest = tmp_path / MANIFEST
+    manifest.write_text('{"format": "x", "files": [\n' + line + ",\n" + line + "\n]}\n", encoding="utf-8")
+    assert list(_manifest_entries(manifest)) == [entry, entry]
+    assert json.loads(manifest.read_text(encoding="utf-8"))["files"] == [list(entry)] * 2
+
+
 def _changed_db(tmp_path: Path, name: str, change) -> Path:
     records = copy_records(tmp_path / f"records-{name}")
     data = envelope(KIMI_PP_ERROR)

@@ -1,0 +1,148 @@
+"""An earlier API's record files and bulk downloads brought up to date in runs, not per record.
+
+A rebuild from a spare (``errordb build --incremental``) knows which records changed since the
+API it replaces was written (:attr:`errordb.export.PreviousApi.changed`), and that the spare
+holds every other record's two files. Then nothing is done per unchanged record: between two
+changes, ``all.jsonl.gz`` is copied a whole segment at a time and ``all.zip`` as one byte range
+(its directory entries with their offsets moved), and only the segments and entries that hold
+a change are made again, the way a full export makes them, so the bytes are a full export's
+(``tests/test_export_update.py``). At 100,000 records this pass took ~2.5 s entry by entry.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+from collections.abc import Callable, Collection
+from typing import Any
+
+from errordb import export_layout as layout
+from errordb.export_bulk import JsonLinesGzip, RecordDirectory, Segment, StreamingZip, ends_segment
+from errordb.export_output import OutputTree
+
+_RECORD_ID = re.compile(r"[0-9a-f]{16}")
+
+
+def update_records(
+    conn: Any, tree: OutputTree, folder: os.PathLike[str], changed: Collection[str], stale: Collection[str],
+    jsonl: JsonLinesGzip, segments: list[Segment], archive: StreamingZip, directory: RecordDirectory,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Write what differs from the earlier API in ``folder`` (whose ``all.jsonl.gz`` has
+    ``segments``, and whose ``all.zip`` has ``directory``); returns the number of records.
+
+    ``changed``: the ids of the records added, changed or removed since it was written;
+    ``stale``: the records whose two files ``tree`` lacks (``changed`` among them). Raises
+    ValueError when the earlier downloads do not hold what their directory and segments say,
+    having written only to ``jsonl`` and ``archive``.
+    """
+    changed_ids = sorted(record_id for record_id in changed if isinstance(record_id, str))
+    changed_set = set(changed_ids)
+    walk = _Walk(conn, jsonl, archive, directory, changed_set)
+    low: str | None = None
+    for number, segment in enumerate(segments, 1):
+        # The last segment may have ended with the file rather than by the rule: then records
+        # added after it would have joined it.
+        high = segment.last if number < len(segments) or ends_segment(segment.last, segment.count) else None
+        if jsonl.between_segments and not _changes_between(changed_ids, low, high) and walk.holds(segment):
+            walk.copy(segment)
+        else:
+            walk.remake(low, segment.last)
+        low = segment.last
+        if progress:
+            progress(walk.count)
+    walk.remake(low, None)  # records after the last segment's: added since
+    # Last: a ValueError above (earlier downloads that are not what they say) has written only
+    # the two downloads, which the caller then writes again record by record.
+    _write_stale_files(conn, tree, folder, changed_set, stale)
+    return walk.count
+
+
+def _changes_between(ids: list[str], low: str | None, high: str | None) -> bool:
+    """Whether a changed id lies in (``low``, ``high``] (``ids`` sorted; None: no bound)."""
+    start = 0 if low is None else bisect.bisect_right(ids, low)
+    return start < len(ids) and (high is None or ids[start] <= high)
+
+
+class _Walk:
+    """The two bulk downloads written side by side, from the start, segment by segment."""
+
+    def __init__(self, conn: Any, jsonl: JsonLinesGzip, archive: StreamingZip, directory: RecordDirectory, changed: set[str]):
+        self.conn, self.jsonl, self.archive, self.directory, self.changed = conn, jsonl, archive, directory, changed
+        self.count = 0
+        self.entry = 0  # the earlier archive's next entry not yet copied or passed
+        self.run: int | None = None  # the first entry of the run of entries to copy as one piece
+
+    def holds(self, segment: Segment) -> bool:
+        """Whether the earlier archive's next entries are this segment's records (so, when none
+        of them changed, they are copied): the two ends are checked, not every entry."""
+        first, last = self.entry, self.entry + segment.count - 1
+        return last < self.directory.count and (
+            self.directory.name(first) == f"{segment.first}.json".encode() and self.directory.name(last) == f"{segment.last}.json".encode()
+        )
+
+    def copy(self, segment: Segment) -> None:
+        self.jsonl.copy_segment(segment)
+        if self.run is None:
+            self.run = self.entry
+        self.entry += segment.count
+        self.count += segment.count
+
+    def _end_run(self) -> None:
+        if self.run is not None:
+            self.archive.copy_run(self.directory, self.run, self.entry)
+            self.run = None
+
+    def remake(self, low: str | None, high: str | None) -> None:
+        """The records in (``low``, ``high``], one by one, as a full export adds them (the
+        unchanged ones' segments and entries still copied where they can be)."""
+        from errordb.schema import canonical_json
+        from errordb.store import iter_envelopes
+
+        self._end_run()
+        conditions, params = [], []
+        if low is not None:
+            conditions.append("id > ?")
+            params.append(low)
+        if high is not None:
+            conditions.append("id <= ?")
+            params.append(high)
+        directory = self.directory
+        for envelope in iter_envelopes(self.conn, where=" AND ".join(conditions) or None, params=params):
+            record_id = envelope.record.id
+            data = canonical_json(envelope).encode("utf-8")
+            unchanged = record_id not in self.changed
+            self.jsonl.add(record_id, data, unchanged)
+            name = f"{record_id}.json".encode()
+            while self.entry < directory.count and directory.name(self.entry) < name:
+                self.entry += 1
+            copied = False
+            if unchanged and self.entry < directory.count and directory.name(self.entry) == name:
+                copied = self.archive.copy(directory.entry(self.entry), directory.archive)
+            if not copied:
+                self.archive.add(name.decode(), data)
+            self.count += 1
+        if high is not None:  # past this range's earlier entries (removed records' among them)
+            self.entry = max(self.entry, directory.after(f"{high}.json".encode()))
+
+
+def _write_stale_files(conn: Any, tree: OutputTree, folder: os.PathLike[str], changed: set[str], stale: Collection[str]) -> None:
+    """The two files of each record in ``stale`` that the store holds: linked from the earlier
+    API when the record did not change since, else written (as :func:`errordb.export._write_records` does)."""
+    from errordb.schema import canonical_json
+    from errordb.store import iter_envelopes
+
+    wanted = sorted(record_id for record_id in stale if isinstance(record_id, str))
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        for envelope in iter_envelopes(conn, where=f"id IN ({marks})", params=chunk):
+            record_id = envelope.record.id
+            # Ids are checked on ingest, but a path is built from this one: never from a hand-edited id.
+            linked = record_id not in changed and _RECORD_ID.fullmatch(record_id) is not None and tree.adopt(
+                os.path.join(folder, layout.record_path(record_id)), layout.record_path(record_id), missing_ok=True
+            )
+            if not linked:
+                tree.write_bytes(layout.record_path(record_id), canonical_json(envelope).encode("utf-8"))
+            tree.link(layout.record_path(record_id), layout.record_alias_path(record_id))

@@ -1,0 +1,216 @@
+"""An earlier API brought up to date in runs (``errordb.export_update``) gives a full export's bytes.
+
+Each case writes the API of a few hundred generated records, changes the store, brings a copy
+of that API up to date the way a rebuild from a spare does (:func:`errordb.export.clear_for_update`
+then :func:`errordb.export.write_api` with the ids that changed) and compares every file with a
+full export of the changed store. Segments are made short so that a few hundred records give
+dozens of them, ended by the id rule or by the count, as at a million records.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import shutil
+import sqlite3
+import zlib
+from pathlib import Path
+
+import pytest
+from test_site import tree_bytes
+
+from errordb import export, export_bulk
+from errordb.export import PreviousApi, clear_for_update, write_api
+from errordb.store import ingest
+
+GENERATOR = Path(__file__).resolve().parents[1] / "bench" / "generate.py"
+FAMILIES = Path(__file__).resolve().parents[1] / "records" / "families.toml"
+COUNT = 300
+
+
+@pytest.fixture(scope="module")
+def generated() -> list[dict]:
+    spec = importlib.util.spec_from_file_location("bench_generate", GENERATOR)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return list(module.generate(COUNT, seed=5))
+
+
+#: (records a segment at most, mask of the id rule): cut mostly by the count, or by the ids.
+RULES = {"by-count": (16, 0xFF), "by-id": (4096, 0x0F)}
+
+
+def _store(envelopes: list[dict], folder: Path, db: Path) -> dict[str, str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "records.jsonl").write_text("".join(json.dumps(e) + "\n" for e in envelopes), encoding="utf-8")
+    ingest([folder / "records.jsonl"], db, prune=True, families_path=FAMILIES)
+    return dict(sqlite3.connect(db).execute("SELECT id, contentHash FROM records"))
+
+
+def _export(db: Path, out: Path, **options) -> list[export_bulk.Segment]:
+    out.mkdir(parents=True)
+    conn = sqlite3.connect(db)
+    try:
+        return write_api(conn, out, **options)
+    finally:
+        conn.close()
+
+
+def _edit(envelopes: list[dict], index: int) -> None:
+    envelopes[index]["record"]["documentation"] += " Edited."
+
+
+def _added(envelopes: list[dict], index: int, record_id: str) -> dict:
+    new = copy.deepcopy(envelopes[index])
+    new["record"]["id"] = record_id
+    new["record"]["slug"] = f"{new['record']['slug'][:40].rstrip('-')}-added-{record_id[:4]}"
+    return new
+
+
+def _case(name: str, envelopes: list[dict], segments: list[export_bulk.Segment]) -> None:
+    by_id = sorted(range(len(envelopes)), key=lambda i: envelopes[i]["record"]["id"])
+    if name == "edit-one":
+        _edit(envelopes, by_id[len(by_id) // 2])
+    elif name == "edit-ends":
+        _edit(envelopes, by_id[0])
+        _edit(envelopes, by_id[-1])
+    elif name == "add-around":  # before the first id, between two segments, after the last
+        between = segments[len(segments) // 2].last[:-1] + ("0" if segments[len(segments) // 2].last[-1] != "0" else "1")
+        envelopes.extend(_added(envelopes, i, rid) for i, rid in ((3, "0000000000000001"), (4, between), (5, "fffffffffffffffe")))
+    elif name == "remove-segment-ends":  # the last record of a middle segment, and the very last record
+        gone = {segments[len(segments) // 3].last, segments[-1].last}
+        envelopes[:] = [e for e in envelopes if e["record"]["id"] not in gone]
+    elif name == "many":
+        for i in by_id[::7]:
+            _edit(envelopes, i)
+        del envelopes[by_id[11]]
+
+
+CASES = ["edit-one", "edit-ends", "add-around", "remove-segment-ends", "many"]
+
+
+def _update(tmp_path: Path, generated: list[dict], case: str, monkeypatch, damage=None) -> tuple[Path, Path, list, list]:
+    """(the API brought up to date, a full export of the same store, the compressors made and
+    zip entries copied one by one, and the record-by-record passes, while bringing it up to date)."""
+    envelopes = copy.deepcopy(generated)
+    db = tmp_path / "errordb.db"
+    before = _store(envelopes, tmp_path / "records-1", db)
+    first = tmp_path / "first"
+    segments = _export(db, first)
+    assert len(segments) > 12
+    _case(case, envelopes, segments)
+    after = _store(envelopes, tmp_path / "records-2", db)
+    changed = {i for i in before.keys() | after.keys() if before.get(i) != after.get(i)}
+    assert changed
+    spare = tmp_path / "spare"
+    shutil.copytree(first, spare)
+    if damage:
+        damage(first)
+    clear_for_update(spare, changed)
+    made, one_by_one = [], []
+    compressor, each_record, copy_entry = zlib.compressobj, export._write_each_record, export_bulk.StreamingZip.copy
+    with monkeypatch.context() as patch:
+        patch.setattr(zlib, "compressobj", lambda *args: made.append(args) or compressor(*args))
+        patch.setattr(export_bulk.StreamingZip, "copy", lambda *args: made.append("entry") or copy_entry(*args))
+        patch.setattr(export, "_write_each_record", lambda *args: one_by_one.append(1) or each_record(*args))
+        _export_into(db, spare, PreviousApi(first, changed, segments), changed)
+    full = tmp_path / "full"
+    _export(db, full)
+    return spare, full, made, one_by_one
+
+
+def _segments(api: Path) -> list[export_bulk.Segment]:
+    """The segments of ``api``'s all.jsonl.gz (written again, with the same records, to learn them)."""
+    import gzip
+    import io
+
+    writer = export_bulk.JsonLinesGzip(io.BytesIO())
+    for line in gzip.decompress((api / "all.jsonl.gz").read_bytes()).splitlines():
+        writer.add(json.loads(line)["record"]["id"], line)
+    writer.close()
+    return writer.segments
+
+
+def _export_into(db: Path, folder: Path, previous: PreviousApi, stale: set[str]) -> None:
+    conn = sqlite3.connect(db)
+    try:
+        write_api(conn, folder, previous=previous, stale=stale)
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("rule", list(RULES))
+@pytest.mark.parametrize("case", CASES)
+def test_an_api_updated_in_runs_is_the_full_export(tmp_path, generated, monkeypatch, case, rule):
+    monkeypatch.setattr(export_bulk, "SEGMENT_MOST", RULES[rule][0])
+    monkeypatch.setattr(export_bulk, "SEGMENT_MASK", RULES[rule][1])
+    updated, full, made, one_by_one = _update(tmp_path, generated, case, monkeypatch)
+    assert tree_bytes(updated) == tree_bytes(full)
+    assert not one_by_one  # in runs, not record by record
+    if case.startswith("edit"):
+        # Each edit: its segment and its zip entry compressed again, and its segment's other
+        # records' entries copied one by one; every other entry in runs.
+        edits = 1 + (case == "edit-ends")
+        assert made.count((6, 8, -15)) == 2 * edits
+        longest = max(segment.count for segment in _segments(full))
+        assert made.count("entry") <= edits * longest
+
+
+def test_zip_offsets_that_need_zip64_fields_are_copied_entry_by_entry(tmp_path, generated, monkeypatch):
+    monkeypatch.setattr(export_bulk, "SEGMENT_MOST", 16)
+    envelopes = copy.deepcopy(generated)
+    db = tmp_path / "errordb.db"
+    _store(envelopes, tmp_path / "records-1", db)
+    first = tmp_path / "first"
+    segments = _export(db, first)  # offsets within 32 bits: a directory of fixed-size entries
+    _edit(envelopes, 0)
+    changed = {envelopes[0]["record"]["id"]}
+    _store(envelopes, tmp_path / "records-2", db)
+    # From here on, offsets past 100,000 bytes take ZIP64 fields (as offsets past 4 GiB do).
+    monkeypatch.setattr(export_bulk, "ZIP64_OFFSET_LIMIT", 100_000)
+    spare = tmp_path / "spare"
+    shutil.copytree(first, spare)
+    clear_for_update(spare, changed)
+    _export_into(db, spare, PreviousApi(first, changed, segments), changed)
+    full = tmp_path / "full"
+    _export(db, full)
+    assert tree_bytes(spare) == tree_bytes(full)
+
+
+def _damage_first_entry(api: Path) -> None:
+    with open(api / "all.zip", "r+b") as handle:
+        handle.write(b"XX")  # the first local header's signature
+
+
+def test_earlier_downloads_that_are_not_what_they_say_are_written_again_record_by_record(tmp_path, generated, monkeypatch):
+    monkeypatch.setattr(export_bulk, "SEGMENT_MOST", 16)
+    updated, full, _, one_by_one = _update(tmp_path, generated, "edit-one", monkeypatch, damage=_damage_first_entry)
+    assert one_by_one == [1]
+    assert tree_bytes(updated) == tree_bytes(full)
+
+
+def test_a_directory_is_read_by_position_and_searched_by_name(tmp_path):
+    names = [f"{n * 7919:016x}.json" for n in range(50)]
+    path = tmp_path / "a.zip"
+    with open(path, "wb") as handle:
+        archive = export_bulk.StreamingZip(handle)
+        for name in names:
+            archive.add(name, name.encode() * 3)
+        archive.close()
+    with open(path, "rb") as handle:
+        directory = export_bulk.RecordDirectory.read(handle)
+        assert directory is not None and directory.count == 50
+        listed = list(export_bulk.zip_entries(handle))
+        assert [directory.entry(i) for i in range(50)] == listed
+        assert directory.after(b"") == 0 and directory.after(names[10].encode()) == 11 and directory.after(b"g") == 50
+        moved = b"".join(directory.shifted(5, 40, 1000))
+        offsets = [int.from_bytes(moved[i * 67 + 42 : i * 67 + 46], "little") for i in range(35)]
+        assert offsets == [entry.offset + 1000 for entry in listed[5:40]]
+    other = tmp_path / "b.zip"
+    with open(other, "wb") as handle:  # a name that is not a record's: not a directory of that shape
+        archive = export_bulk.StreamingZip(handle)
+        archive.add("readme.txt", b"x")
+        archive.close()
+    with open(other, "rb") as handle:
+        assert export_bulk.RecordDirectory.read(handle) is None
