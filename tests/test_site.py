@@ -402,6 +402,7 @@ def test_manifest_lists_every_rendered_file_with_hashes(site):
     ('x", "y', "k", "s"),  # the separator inside a name: not three plain strings
 ])
 def test_manifest_lines_are_json_and_read_back_as_written(tmp_path, entry):
+    # Plain lines are formatted without json.dumps: they must be the same text.
     from errordb.site import _manifest_entries, _manifest_line
 
     line = _manifest_line(entry)
