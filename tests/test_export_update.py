@@ -45,7 +45,11 @@ def _store(envelopes: list[dict], folder: Path, db: Path) -> dict[str, str]:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "records.jsonl").write_text("".join(json.dumps(e) + "\n" for e in envelopes), encoding="utf-8")
     ingest([folder / "records.jsonl"], db, prune=True, families_path=FAMILIES)
-    return dict(sqlite3.connect(db).execute("SELECT id, contentHash FROM records"))
+    conn = sqlite3.connect(db)
+    try:
+        return dict(conn.execute("SELECT id, contentHash FROM records"))
+    finally:
+        conn.close()
 
 
 def _export(db: Path, out: Path, **options) -> list[export_bulk.Segment]:
@@ -75,8 +79,9 @@ def _case(name: str, envelopes: list[dict], segments: list[export_bulk.Segment])
     elif name == "edit-ends":
         _edit(envelopes, by_id[0])
         _edit(envelopes, by_id[-1])
-    elif name == "add-around":  # before the first id, between two segments, after the last
-        between = segments[len(segments) // 2].last[:-1] + ("0" if segments[len(segments) // 2].last[-1] != "0" else "1")
+    elif name == "add-around":  # before the first id, right after a segment's last, after the last
+        between = f"{int(segments[len(segments) // 2].last, 16) + 1:016x}"
+        assert between < segments[len(segments) // 2 + 1].first
         envelopes.extend(_added(envelopes, i, rid) for i, rid in ((3, "0000000000000001"), (4, between), (5, "fffffffffffffffe")))
     elif name == "remove-segment-ends":  # the last record of a middle segment, and the very last record
         gone = {segments[len(segments) // 3].last, segments[-1].last}
