@@ -899,7 +899,7 @@ def _write_manifest(
     """One file per line, so the next incremental build reads it without holding it all; with
     ``work``, the files also go into its ``current`` table."""
     if work is not None:
-        work.execute("CREATE TABLE current (path TEXT PRIMARY KEY, sha TEXT NOT NULL)")
+        work.execute("CREATE TABLE current (path TEXT NOT NULL, sha TEXT NOT NULL)")
     # Written beside and renamed over the spare's own (which the next build would otherwise trust).
     with open(staging / f"{MANIFEST}.new", "w", encoding="utf-8", newline="\n") as handle:
         handle.write(json.dumps({"format": MANIFEST_FORMAT, "version": 1, "environment": environment})[:-1] + ', "files": [\n')
@@ -909,12 +909,25 @@ def _write_manifest(
             handle.write(separator + ",\n".join(map(_manifest_line, chunk)))
             separator = ",\n"
             if work is not None:
-                work.executemany("INSERT OR REPLACE INTO current VALUES (?, ?)", ((path, sha) for path, _, sha in chunk))
+                work.executemany("INSERT INTO current VALUES (?, ?)", ((path, sha) for path, _, sha in chunk))
         handle.write("\n]}\n")
+    if work is not None:
+        _key_by_path(work, "current")
     os.replace(staging / f"{MANIFEST}.new", staging / MANIFEST)
 
 
-_PREVIOUS_TABLE = "CREATE TABLE IF NOT EXISTS previous (path TEXT PRIMARY KEY, key TEXT NOT NULL, sha TEXT NOT NULL)"
+_PREVIOUS_TABLE = "CREATE TABLE IF NOT EXISTS previous (path TEXT NOT NULL, key TEXT NOT NULL, sha TEXT NOT NULL)"
+
+
+def _key_by_path(work: sqlite3.Connection, table: str) -> None:
+    """Index the manifest ``table`` by path once its rows are in: at a million files, 1.7 s
+    against 6.6 s for inserting them into a table keyed by path, in the manifest's order. Of a
+    path listed twice the last row is kept, as ``INSERT OR REPLACE`` into a keyed table did."""
+    try:
+        work.execute(f"CREATE UNIQUE INDEX {table}_path ON {table} (path)")
+    except sqlite3.IntegrityError:
+        work.execute(f"DELETE FROM {table} WHERE rowid NOT IN (SELECT max(rowid) FROM {table} GROUP BY path)")
+        work.execute(f"CREATE UNIQUE INDEX {table}_path ON {table} (path)")
 
 
 def _load_manifest(out: Path, environment: str, work: sqlite3.Connection) -> bool:
@@ -928,7 +941,8 @@ def _load_manifest(out: Path, environment: str, work: sqlite3.Connection) -> boo
     if not manifest.is_file() or _manifest_environment(manifest) != environment:
         return False
     try:
-        _insert_batches(work, "INSERT OR REPLACE INTO previous VALUES (?, ?, ?)", _manifest_entries(manifest))
+        _insert_batches(work, "INSERT INTO previous VALUES (?, ?, ?)", _manifest_entries(manifest))
+        _key_by_path(work, "previous")
     except (OSError, ValueError, TypeError):
         work.execute("DELETE FROM previous")
         work.commit()

@@ -413,6 +413,24 @@ def test_manifest_lines_are_json_and_read_back_as_written(tmp_path, entry):
     assert json.loads(manifest.read_text(encoding="utf-8"))["files"] == [list(entry)] * 2
 
 
+def test_a_path_listed_twice_in_a_manifest_keeps_its_last_entry(tmp_path):
+    import sqlite3
+
+    from errordb.site import _load_manifest
+
+    lines = [["index.html", "k1", "s1"], ["about.html", "k2", "s2"], ["index.html", "k3", "s3"]]
+    manifest = tmp_path / MANIFEST
+    manifest.write_text(
+        '{"format": "errordb-site-manifest", "version": 1, "environment": "e", "files": [\n'
+        + ",\n".join(json.dumps(line) for line in lines) + "\n]}\n",
+        encoding="utf-8",
+    )
+    work = sqlite3.connect(tmp_path / "work.sqlite")
+    assert _load_manifest(tmp_path, "e", work)
+    assert sorted(work.execute("SELECT path, key, sha FROM previous")) == [("about.html", "k2", "s2"), ("index.html", "k3", "s3")]
+    assert work.execute("SELECT key FROM previous WHERE path = 'index.html'").fetchall() == [("k3",)]
+
+
 def _changed_db(tmp_path: Path, name: str, change) -> Path:
     records = copy_records(tmp_path / f"records-{name}")
     data = envelope(KIMI_PP_ERROR)
