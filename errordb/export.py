@@ -30,7 +30,7 @@ from typing import IO, Any
 from errordb import __version__
 from errordb import export_layout as layout
 from errordb.atomic import file_sha256, remove_path, replaced_dir
-from errordb.export_bulk import JsonLinesGzip, RecordDirectory, Segment, StreamingZip, zip_entries
+from errordb.export_bulk import EarlierDownloadError, JsonLinesGzip, RecordDirectory, Segment, StreamingZip, zip_entries
 from errordb.export_layout import Urls
 from errordb.export_listings import Paging, write_listings
 from errordb.export_openapi import openapi_document
@@ -240,7 +240,7 @@ def _write_records(
         if directory is not None and previous is not None and previous.changed is not None and old_jsonl is not None:
             try:
                 count = update_records(getattr(db, "conn", db), tree, previous.folder, previous.changed, stale, jsonl, old_jsonl[1], archive, directory, progress)  # type: ignore[arg-type]
-            except ValueError:  # not what they say: start both downloads again, record by record
+            except EarlierDownloadError:  # not what they say: both downloads again, record by record
                 archive.discard()
                 for handle in (jsonl_file, zip_file):
                     handle.seek(0)

@@ -61,6 +61,10 @@ class Segment:
     size: int
 
 
+class EarlierDownloadError(ValueError):
+    """An earlier bulk download is not what its directory or its segments say it is."""
+
+
 class JsonLinesGzip:
     """Gzip-compressed JSON Lines: :meth:`add` one record's JSON text per line, in id order.
 
@@ -132,7 +136,7 @@ class JsonLinesGzip:
         self._old_file.seek(old.offset)
         packed = self._old_file.read(old.length)
         if len(packed) != old.length:
-            raise ValueError("the previous all.jsonl.gz is shorter than its segments say")
+            raise EarlierDownloadError("the previous all.jsonl.gz is shorter than its segments say")
         self._out.write(packed)
         self.segments.append(Segment(old.first, old.last, old.count, self._offset, old.length, old.crc, old.size))
         self._offset += old.length
@@ -226,8 +230,10 @@ class StreamingZip:
     def copy_run(self, directory: RecordDirectory, first: int, stop: int) -> None:
         """Append the entries ``first`` to ``stop - 1`` of an earlier record archive as they are:
         their headers and data as one byte range, their directory entries with the offsets
-        moved by where the range now starts. Raises ValueError when the archive does not hold
-        them as its directory says (its two ends are checked; the caller then starts over)."""
+        moved by where the range now starts. Raises :class:`EarlierDownloadError` when the
+        archive does not hold them as its directory says. Only the run's two ends are read
+        back: the entries between are trusted as the spare's pages are (both are this site's
+        own earlier output), where :meth:`copy` checks each entry it copies."""
         if first >= stop:
             return
         begin, end = directory.offset(first), directory.offset(stop)
@@ -237,19 +243,20 @@ class StreamingZip:
         for entry in entries:  # the run's two ends, as :meth:`copy` checks each entry
             archive.seek(entry.offset)
             head = archive.read(30 + len(entry.name))
-            if head[:4] != b"PK\x03\x04" or struct.unpack_from("<2H", head, 26) != (len(entry.name), 0) or head[30:] != entry.name:
-                raise ValueError("the earlier all.zip does not hold the entries its directory lists")
+            whole = len(head) == 30 + len(entry.name) and head[:4] == b"PK\x03\x04"
+            if not whole or struct.unpack_from("<2H", head, 26) != (len(entry.name), 0) or head[30:] != entry.name:
+                raise EarlierDownloadError("the earlier all.zip does not hold the entries its directory lists")
         if entries[1].offset + delta >= ZIP64_OFFSET_LIMIT:  # offsets that need ZIP64 fields: one by one
             for index in range(first, stop):
                 if not self.copy(directory.entry(index), archive):
-                    raise ValueError("the earlier all.zip does not hold the entries its directory lists")
+                    raise EarlierDownloadError("the earlier all.zip does not hold the entries its directory lists")
             return
         archive.seek(begin)
         remaining = end - begin
         while remaining:
             chunk = archive.read(min(remaining, DIRECTORY_CHUNK))
             if not chunk:
-                raise ValueError("the earlier all.zip is shorter than its directory says")
+                raise EarlierDownloadError("the earlier all.zip is shorter than its directory says")
             self._out.write(chunk)
             remaining -= len(chunk)
         for piece in directory.shifted(first, stop, delta):
@@ -329,14 +336,16 @@ def _directory_bounds(archive: IO[bytes]) -> tuple[int, int, int] | None:
         return None  # not ours: ours never has a comment, so the end record is the last 22 bytes
     count, size, start = struct.unpack("<2x2x2xH2I2x", record[4:])
     if count == 0xFFFF or 0xFFFFFFFF in (size, start):
+        if end < 22 + 20:
+            return None
         archive.seek(end - 22 - 20)
         locator = archive.read(20)
-        if locator[:4] != b"PK\x06\x07":
+        if len(locator) != 20 or locator[:4] != b"PK\x06\x07":
             return None
         (zip64_end,) = struct.unpack("<4xQ4x", locator[4:])
         archive.seek(zip64_end)
         record64 = archive.read(56)
-        if record64[:4] != b"PK\x06\x06":
+        if len(record64) != 56 or record64[:4] != b"PK\x06\x06":
             return None
         count, size, start = struct.unpack("<3Q", record64[32:56])
     return count, size, start
@@ -411,11 +420,11 @@ class RecordDirectory:
 
     def _entries(self, first: int, stop: int) -> bytes:
         if not 0 <= first < stop <= self.count:
-            raise ValueError(f"entries {first} to {stop} of an archive of {self.count}")
+            raise EarlierDownloadError(f"entries {first} to {stop} of an archive of {self.count}")
         self.archive.seek(self.start + first * _RECORD_ENTRY)
         data = self.archive.read((stop - first) * _RECORD_ENTRY)
         if not _are_record_entries(data, stop - first):
-            raise ValueError("the earlier all.zip's directory is not a record archive's")
+            raise EarlierDownloadError("the earlier all.zip's directory is not a record archive's")
         return data
 
     def name(self, index: int) -> bytes:

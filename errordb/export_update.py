@@ -34,8 +34,8 @@ def update_records(
 
     ``changed``: the ids of the records added, changed or removed since it was written;
     ``stale``: the records whose two files ``tree`` lacks (``changed`` among them). Raises
-    ValueError when the earlier downloads do not hold what their directory and segments say,
-    having written only to ``jsonl`` and ``archive``.
+    :class:`~errordb.export_bulk.EarlierDownloadError` when the earlier downloads do not hold
+    what their directory and segments say, having written only to ``jsonl`` and ``archive``.
     """
     changed_ids = sorted(record_id for record_id in changed if isinstance(record_id, str))
     changed_set = set(changed_ids)
@@ -53,8 +53,8 @@ def update_records(
         if progress:
             progress(walk.count)
     walk.remake(low, None)  # records after the last segment's: added since
-    # Last: a ValueError above (earlier downloads that are not what they say) has written only
-    # the two downloads, which the caller then writes again record by record.
+    # Last: an EarlierDownloadError above has written only the two downloads, which the caller
+    # then writes again record by record.
     _write_stale_files(conn, tree, folder, changed_set, stale)
     return walk.count
 

@@ -95,9 +95,11 @@ def _case(name: str, envelopes: list[dict], segments: list[export_bulk.Segment])
 CASES = ["edit-one", "edit-ends", "add-around", "remove-segment-ends", "many"]
 
 
-def _update(tmp_path: Path, generated: list[dict], case: str, monkeypatch, damage=None) -> tuple[Path, Path, list, list]:
+def _update(tmp_path: Path, generated: list[dict], case: str, monkeypatch, damage=None, also_stale=0) -> tuple[Path, Path, list, list]:
     """(the API brought up to date, a full export of the same store, the compressors made and
-    zip entries copied one by one, and the record-by-record passes, while bringing it up to date)."""
+    zip entries copied one by one, and the record-by-record passes, while bringing it up to date).
+    ``also_stale``: that many unchanged records also lack their files in the copy, as in a spare
+    two builds behind."""
     envelopes = copy.deepcopy(generated)
     db = tmp_path / "errordb.db"
     before = _store(envelopes, tmp_path / "records-1", db)
@@ -108,18 +110,19 @@ def _update(tmp_path: Path, generated: list[dict], case: str, monkeypatch, damag
     after = _store(envelopes, tmp_path / "records-2", db)
     changed = {i for i in before.keys() | after.keys() if before.get(i) != after.get(i)}
     assert changed
+    stale = changed | set(sorted(after.keys() - changed)[:also_stale])
     spare = tmp_path / "spare"
     shutil.copytree(first, spare)
     if damage:
         damage(first)
-    clear_for_update(spare, changed)
+    clear_for_update(spare, stale)
     made, one_by_one = [], []
     compressor, each_record, copy_entry = zlib.compressobj, export._write_each_record, export_bulk.StreamingZip.copy
     with monkeypatch.context() as patch:
         patch.setattr(zlib, "compressobj", lambda *args: made.append(args) or compressor(*args))
         patch.setattr(export_bulk.StreamingZip, "copy", lambda *args: made.append("entry") or copy_entry(*args))
         patch.setattr(export, "_write_each_record", lambda *args: one_by_one.append(1) or each_record(*args))
-        _export_into(db, spare, PreviousApi(first, changed, segments), changed)
+        _export_into(db, spare, PreviousApi(first, changed, segments), stale)
     full = tmp_path / "full"
     _export(db, full)
     return spare, full, made, one_by_one
@@ -162,6 +165,16 @@ def test_an_api_updated_in_runs_is_the_full_export(tmp_path, generated, monkeypa
         assert made.count("entry") <= edits * longest
 
 
+def test_records_stale_in_the_spare_but_unchanged_are_linked_from_the_earlier_api(tmp_path, generated, monkeypatch):
+    monkeypatch.setattr(export_bulk, "SEGMENT_MOST", 16)
+    updated, full, made, one_by_one = _update(tmp_path, generated, "edit-one", monkeypatch, also_stale=3)
+    assert tree_bytes(updated) == tree_bytes(full) and not one_by_one
+    assert made.count((6, 8, -15)) == 2  # the stale records' downloads are copied: they did not change
+    first = tmp_path / "first" / "errors"
+    linked = [p for p in (updated / "errors").glob("*.json") if p.stat().st_ino == (first / p.name).stat().st_ino]
+    assert len(linked) == 3  # the three made stale; the copy's other files are its own
+
+
 def test_zip_offsets_that_need_zip64_fields_are_copied_entry_by_entry(tmp_path, generated, monkeypatch):
     monkeypatch.setattr(export_bulk, "SEGMENT_MOST", 16)
     envelopes = copy.deepcopy(generated)
@@ -177,7 +190,11 @@ def test_zip_offsets_that_need_zip64_fields_are_copied_entry_by_entry(tmp_path, 
     spare = tmp_path / "spare"
     shutil.copytree(first, spare)
     clear_for_update(spare, changed)
+    one_by_one = []
+    each_record = export._write_each_record
+    monkeypatch.setattr(export, "_write_each_record", lambda *args: one_by_one.append(1) or each_record(*args))
     _export_into(db, spare, PreviousApi(first, changed, segments), changed)
+    assert not one_by_one  # in runs; only the entries moved past the limit are copied one by one
     full = tmp_path / "full"
     _export(db, full)
     assert tree_bytes(spare) == tree_bytes(full)
