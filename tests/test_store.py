@@ -231,16 +231,20 @@ def test_records_are_stored_a_range_of_ids_at_a_time(tmp_path, records, monkeypa
 
 def test_repositories_tags_and_families_of_every_batch_get_their_rows(tmp_path, records, monkeypatch):
     # Ingest remembers which it made already; a record per batch must still give each one its row.
+    # No families file: each family's row then comes from its records alone.
+    no_families = tmp_path / "no-families.toml"
     whole = tmp_path / "whole.db"
-    ingest([records], whole)
+    ingest([records], whole, families_path=no_families)
     monkeypatch.setattr("errordb.store.BATCH_SIZE", 1)
     one_by_one = tmp_path / "one-by-one.db"
-    ingest([records], one_by_one)
+    ingest([records], one_by_one, families_path=no_families)
     for table in ("repos", "tags", "families"):
         rows = [connect(path).execute(f"SELECT * FROM {table} ORDER BY 1").fetchall() for path in (whole, one_by_one)]
         assert rows[0] == rows[1] and rows[0], table
-    tags = {row[0] for row in connect(one_by_one).execute("SELECT tag FROM record_tags")}
-    assert tags == {row[0] for row in connect(one_by_one).execute("SELECT name FROM tags")}
+    db = connect(one_by_one)
+    assert {row[0] for row in db.execute("SELECT tag FROM record_tags")} == {row[0] for row in db.execute("SELECT name FROM tags")}
+    used = {row[0] for row in db.execute("SELECT backgroundTag FROM records WHERE backgroundTag IS NOT NULL")}
+    assert used and used == {row[0] for row in db.execute("SELECT tag FROM families")}
 
 
 def test_failed_ingest_into_a_new_file_leaves_no_file(tmp_path, records):
