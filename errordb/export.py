@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import re
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Iterator
@@ -43,8 +42,6 @@ __all__ = [
     "DEFAULT_PAGE_BYTES", "DEFAULT_PAGE_SIZE", "ExportError", "ExportReport", "SqliteRelease",
     "PreviousApi", "clear_for_update", "export_api", "export_sqlite", "link_listings", "write_api", "write_api_listings",
 ]  # fmt: skip
-
-_RECORD_ID = re.compile(r"[0-9a-f]{16}")
 
 #: A page of a listing holds at most this many items ...
 DEFAULT_PAGE_SIZE = 1000
@@ -150,7 +147,7 @@ def clear_for_update(root: Path, stale: Collection[str]) -> None:
         for name in ("index.json", "index.pages"):
             remove_path(entry / name)
         for record_id in sorted(stale):
-            if isinstance(record_id, str) and _RECORD_ID.fullmatch(record_id):
+            if isinstance(record_id, str) and layout.PLAIN_RECORD_ID.fullmatch(record_id):
                 for relative in (layout.record_path(record_id), layout.record_alias_path(record_id)):
                     (root / relative).unlink(missing_ok=True)
 
@@ -265,7 +262,7 @@ def _write_each_record(
     old_entries = zip_entries(old_zip) if old_zip is not None else iter(())
     entry = next(old_entries, None)
     for record_id, data, old, unchanged in _record_files(db, previous):
-        there = stale is not None and record_id not in stale and isinstance(record_id, str) and _RECORD_ID.fullmatch(record_id)
+        there = stale is not None and record_id not in stale and isinstance(record_id, str) and layout.PLAIN_RECORD_ID.fullmatch(record_id)
         if not there:  # (else its two files are there already)
             if old is None or not tree.adopt(old, layout.record_path(record_id), missing_ok=True):
                 data = data if isinstance(data, bytes) else data()
@@ -324,7 +321,7 @@ def _record_files(db: Any, previous: PreviousApi | None) -> Iterator[tuple[str, 
         found: dict[str, tuple[bytes | Callable[[], bytes], str | None, bool]] = {}
         for record_id, content_hash in rows:
             # Ids are checked on ingest, but a path is built from this one: never from a hand-edited id.
-            plain = isinstance(record_id, str) and _RECORD_ID.fullmatch(record_id) is not None
+            plain = isinstance(record_id, str) and layout.PLAIN_RECORD_ID.fullmatch(record_id) is not None
             old = os.path.join(folder, layout.record_path(record_id)) if plain else None
             if previous.changed is not None:
                 if plain and record_id not in previous.changed:

@@ -18,6 +18,7 @@ Naming rules that keep every name collision-free on a plain file system:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -29,6 +30,10 @@ class ExportError(ErrordbError):
 
     Defined here, in the export module every other one imports, so that each can raise it.
     """
+
+#: A record id a file name may be built from (ids are checked on ingest, but a store may be
+#: edited by hand: a path is never built from any other).
+PLAIN_RECORD_ID = re.compile(r"[0-9a-f]{16}")
 
 #: The folder under the site's base URL that holds the API.
 API_FOLDER = "api"

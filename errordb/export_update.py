@@ -13,16 +13,12 @@ from __future__ import annotations
 
 import bisect
 import os
-import re
 from collections.abc import Callable, Collection
 from typing import Any
 
 from errordb import export_layout as layout
 from errordb.export_bulk import JsonLinesGzip, RecordDirectory, Segment, StreamingZip, ends_segment
 from errordb.export_output import OutputTree
-
-_RECORD_ID = re.compile(r"[0-9a-f]{16}")
-
 
 def update_records(
     conn: Any, tree: OutputTree, folder: os.PathLike[str], changed: Collection[str], stale: Collection[str],
@@ -98,18 +94,12 @@ class _Walk:
         """The records in (``low``, ``high``], one by one, as a full export adds them (the
         unchanged ones' segments and entries still copied where they can be)."""
         from errordb.schema import canonical_json
-        from errordb.store import iter_envelopes
+        from errordb.store import iter_envelopes, range_condition
 
         self._end_run()
-        conditions, params = [], []
-        if low is not None:
-            conditions.append("id > ?")
-            params.append(low)
-        if high is not None:
-            conditions.append("id <= ?")
-            params.append(high)
+        where, params = range_condition("id", low, high)
         directory = self.directory
-        for envelope in iter_envelopes(self.conn, where=" AND ".join(conditions) or None, params=params):
+        for envelope in iter_envelopes(self.conn, where=where, params=params):
             record_id = envelope.record.id
             data = canonical_json(envelope).encode("utf-8")
             unchanged = record_id not in self.changed
@@ -140,7 +130,7 @@ def _write_stale_files(conn: Any, tree: OutputTree, folder: os.PathLike[str], ch
         for envelope in iter_envelopes(conn, where=f"id IN ({marks})", params=chunk):
             record_id = envelope.record.id
             # Ids are checked on ingest, but a path is built from this one: never from a hand-edited id.
-            linked = record_id not in changed and _RECORD_ID.fullmatch(record_id) is not None and tree.adopt(
+            linked = record_id not in changed and layout.PLAIN_RECORD_ID.fullmatch(record_id) is not None and tree.adopt(
                 os.path.join(folder, layout.record_path(record_id)), layout.record_path(record_id), missing_ok=True
             )
             if not linked:

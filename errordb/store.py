@@ -536,13 +536,13 @@ def _store_staged(db: sqlite_utils.Database, progress: Callable[[int, int], None
     columns = ", ".join(RECORD_COLUMNS)
     stored = 0
     for low, high in _id_ranges(db, STORE_CHUNK):
-        where, params = _in_range("rid", low, high, record_rowid)
+        where, params = range_condition("rid", low, high, record_rowid)
         moved = db.execute(
             f"INSERT INTO main.records (rowid, {columns}) "
             f"SELECT rid, {columns} FROM temp.new_records INDEXED BY new_records_rid WHERE {where} ORDER BY rid",
             params,
         ).rowcount
-        where, params = _in_range("record_id", low, high, str)
+        where, params = range_condition("record_id", low, high)
         for table, value in _STAGED_CHILDREN.items():
             db.execute(
                 f"INSERT INTO main.{table} (record_id, position, {value}) SELECT record_id, position, {value} "
@@ -572,7 +572,9 @@ def _id_ranges(db: sqlite_utils.Database, size: int) -> Iterator[tuple[str | Non
         low = high
 
 
-def _in_range(column: str, low: str | None, high: str | None, convert: Callable[[str], Any]) -> tuple[str, list[Any]]:
+def range_condition(column: str, low: str | None, high: str | None, convert: Callable[[str], Any] = str) -> tuple[str, list[Any]]:
+    """A WHERE condition and its parameters for ``low < column <= high`` (None: no bound),
+    each bound passed through ``convert`` (a record id to a rowid, say)."""
     conditions, params = ["1"], []
     if low is not None:
         conditions.append(f"{column} > ?")
