@@ -126,16 +126,22 @@ def record_pages(
         where += f" AND id IN ({','.join('?' * len(only))})"
         params += only
     functions = dict(source.conn.execute(f"SELECT id, function FROM records WHERE {where}", params))
+    candidates: site_related.CandidateRows = {}  # shared by these pages only: one read of the store
     for envelope in iter_envelopes(source.conn, where=where, params=params):  # type: ignore[arg-type]
         record_id = envelope.record.id
         asked = windows.setdefault(record_id, []) if windows is not None else None
-        yield record_id, record_page(source, envelope.record, envelope.datasetVersion, functions.get(record_id), asked)
+        yield record_id, record_page(source, envelope.record, envelope.datasetVersion, functions.get(record_id), asked, candidates)
 
 
-def record_page(source: Source, record: Record, dataset_version: str, function: str | None, windows: list[site_related.Window] | None = None) -> Page:
+def record_page(
+    source: Source, record: Record, dataset_version: str, function: str | None,
+    windows: list[site_related.Window] | None = None, candidates: site_related.CandidateRows | None = None,
+) -> Page:
     """The error page of one record: every section of the reference page, as data.
 
-    ``windows``, when given, receives the questions asked for its related errors.
+    ``windows``, when given, receives the questions asked for its related errors;
+    ``candidates`` the rows read for them, to share with the next pages (see
+    :func:`errordb.site_related.related_records`).
     """
     data = record.model_dump(mode="json")
     P.record_id(data["id"])
@@ -164,7 +170,7 @@ def record_page(source: Source, record: Record, dataset_version: str, function: 
                 "errorClass": r.errorClass, "repo": r.repo, "filePath": r.filePath, "fileName": r.filePath.rsplit("/", 1)[-1],
                 "lineNumber": r.lineNumber, "reasons": list(r.reasons),
             }  # fmt: skip
-            for r in site_related.related_records(source.conn, {**data, "function": function}, data["tags"], same, windows=windows)
+            for r in site_related.related_records(source.conn, {**data, "function": function}, data["tags"], same, windows=windows, rows=candidates)
         ],
         "repro": _repro(data),
         "datasetVersion": dataset_version,

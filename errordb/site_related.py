@@ -141,8 +141,8 @@ def candidate_ids(
 
     ``same_message`` are the ids already known to share the record's message (the site build
     finds them in one pass over the store; there is no index on message text). Family, tag and
-    word neighbours are read *around* the record's own row (:func:`_around`), so a large family
-    does not send every page to the same few records, and no question reads more than
+    word neighbours are read from the record's own row on, as if the rows were a ring
+    (:func:`_around`), so a large family does not send every page to the same few records, and no question reads more than
     :data:`PER_SOURCE` rows however large the dataset. ``windows``, when given, receives each
     question asked (:data:`Window`): :mod:`errordb.site_changes` uses them to find the pages
     that a changed record can reach.
@@ -158,10 +158,10 @@ def candidate_ids(
     add(r[0] for r in same_file)
     trace.append(("file", f"{record['repo']}\0{record['filePath']}", None, same_file[-1][1] if len(same_file) > PER_SOURCE else None))
     if record.get("backgroundTag"):
-        add(_around(conn, "SELECT id, rowid FROM records WHERE backgroundTag = ? AND rowid {op} ? ORDER BY rowid {order}", [record["backgroundTag"], rowid], trace, "family"))
+        add(_around(conn, "SELECT id, rowid FROM records WHERE backgroundTag = ? AND rowid {op} ? ORDER BY rowid", [record["backgroundTag"], rowid], trace, "family"))
     # Around the record's id in the (tag, record_id) index: an index seek, whatever the tag's size.
     for tag in tags[:3]:
-        add(_around(conn, "SELECT DISTINCT record_id, record_id FROM record_tags WHERE tag = ? AND record_id {op} ? ORDER BY record_id {order}", [tag, record["id"]], trace, "tag"))
+        add(_around(conn, "SELECT DISTINCT record_id, record_id FROM record_tags WHERE tag = ? AND record_id {op} ? ORDER BY record_id", [tag, record["id"]], trace, "tag"))
     # Similar wording: records holding all of the message's longest words, then records holding
     # one of its three longest. An AND costs what its rarest word costs (unlike one big OR), and
     # reading around the record's rowid instead of ranking every match keeps common words cheap;
@@ -172,7 +172,7 @@ def candidate_ids(
     for group in groups:
         query = "errorMessage : (" + " AND ".join('"' + w + '"' for w in group) + ")"
         try:
-            rowids += _around(conn, "SELECT rowid, rowid FROM records_fts WHERE records_fts MATCH ? AND rowid {op} ? ORDER BY rowid {order}", [query, rowid], trace, "words", " ".join(group))
+            rowids += _around(conn, "SELECT rowid, rowid FROM records_fts WHERE records_fts MATCH ? AND rowid {op} ? ORDER BY rowid", [query, rowid], trace, "words", " ".join(group))
         except sqlite3.OperationalError:
             break  # a store without full-text search still gets the other candidates
     add(rowid_record_id(r) for r in sorted(rowids))
@@ -181,36 +181,70 @@ def candidate_ids(
 
 
 def _around(conn: sqlite3.Connection, sql: str, params: list[Any], trace: list[Window], kind: str, key: str | None = None) -> list[Any]:
-    """Up to :data:`PER_SOURCE` rows of ``sql`` after the given rowid, then before it if too few.
+    """Up to :data:`PER_SOURCE` rows of ``sql`` after the given rowid, then from the first on
+    (as if the rows were a ring) if too few.
 
-    ``sql`` selects (value, position) and has ``{op}`` and ``{order}`` for the direction; its
-    last parameter is the record's own position (rowid, or id for tags). Reading forwards first
-    halves the work for most records (descending scans cost more). The question goes into
-    ``trace`` with the positions its answers cover.
+    ``sql`` selects (value, position) in position order and has ``{op}`` for the side; its last
+    parameter is the record's own position (rowid, or id for tags). Both reads go
+    forwards: FTS5 reads a term's list of rows backwards only by loading all of it, so a
+    descending question cost ~1 ms at a million records where a forward one cost ~0.1 ms
+    (bench/RESULTS.md). The question goes into ``trace`` with the positions its answers cover.
     """
-    after = conn.execute(sql.format(op=">", order="ASC") + f" LIMIT {PER_SOURCE}", params).fetchall()
+    name = params[0] if key is None else key
+    after = conn.execute(sql.format(op=">") + f" LIMIT {PER_SOURCE}", params).fetchall()
     if len(after) == PER_SOURCE:
         # Covered: from just after the record (its own row is not an answer) to the last answer.
-        trace.append((kind, params[0] if key is None else key, params[-1], after[-1][1]))
+        trace.append((kind, name, params[-1], after[-1][1]))
         return [r[0] for r in after]
-    before = conn.execute(sql.format(op="<", order="DESC") + f" LIMIT {PER_SOURCE - len(after)}", params).fetchall()
-    full = len(before) == PER_SOURCE - len(after)
-    trace.append((kind, params[0] if key is None else key, before[-1][1] if full and before else None, None))
-    return [r[0] for r in after] + [r[0] for r in before]
+    first = conn.execute(sql.format(op="<") + f" LIMIT {PER_SOURCE - len(after)}", params).fetchall()
+    if len(first) == PER_SOURCE - len(after):
+        # Every row after the record, and the first rows up to the last answer.
+        trace.append((kind, name, params[-1], None))
+        trace.append((kind, name, None, first[-1][1]))
+    else:
+        trace.append((kind, name, None, None))  # every row but the record's own: all answers
+    return [r[0] for r in after] + [r[0] for r in first]
+
+
+#: Candidates' rows and tags as :func:`related_records` read them, by id (None: not in the store).
+CandidateRows = dict[str, "tuple[dict[str, Any], list[str]] | None"]
 
 
 def related_records(
     conn: sqlite3.Connection, record: dict[str, Any], tags: list[str], same_message: Iterable[str] = (),
-    limit: int = MAX_RELATED, windows: list[Window] | None = None,
+    limit: int = MAX_RELATED, windows: list[Window] | None = None, rows: CandidateRows | None = None,
 ) -> list[Related]:
-    """The related errors of ``record`` (a dict with :data:`COLUMNS`), best first."""
+    """The related errors of ``record`` (a dict with :data:`COLUMNS`), best first.
+
+    ``rows`` keeps the candidates read, for the next pages of the same read transaction:
+    records next to each other in id order mostly have the same neighbours (for 400 pages in
+    a row, 19 in 20 candidate rows had been read for an earlier page).
+    """
     ids = candidate_ids(conn, record, tags, same_message, windows)
     if not ids:
         return []
+    known: CandidateRows = rows if rows is not None else {}
+    _read_candidates(conn, [i for i in ids if i not in known], known)
+    candidates = []
+    tag_map: dict[str, list[str]] = {}
+    for candidate_id in ids:
+        entry = known[candidate_id]
+        if entry is not None:
+            candidates.append(entry[0])
+            tag_map[candidate_id] = entry[1]
+    tag_map[record["id"]] = list(tags)
+    return rank(record, candidates, tag_map, limit)
+
+
+def _read_candidates(conn: sqlite3.Connection, ids: list[str], into: CandidateRows) -> None:
+    if not ids:
+        return
     marks = ",".join("?" * len(ids))
     # By rowid, the table's own key: no detour through the id index for each candidate.
-    candidates = [dict(zip(COLUMNS, row)) for row in conn.execute(f"SELECT {_COLUMN_LIST} FROM records WHERE rowid IN ({marks})", [record_rowid(i) for i in ids])]
-    tag_map: dict[str, list[str]] = {record["id"]: list(tags)}
+    for row in conn.execute(f"SELECT {_COLUMN_LIST} FROM records WHERE rowid IN ({marks})", [record_rowid(i) for i in ids]):
+        data = dict(zip(COLUMNS, row))
+        into[data["id"]] = (data, [])
     for record_id, tag in conn.execute(f"SELECT record_id, tag FROM record_tags WHERE record_id IN ({marks}) ORDER BY record_id, position", ids):
-        tag_map.setdefault(record_id, []).append(tag)
-    return rank(record, candidates, tag_map, limit)
+        into[record_id][1].append(tag)  # type: ignore[index]
+    for candidate_id in ids:
+        into.setdefault(candidate_id, None)

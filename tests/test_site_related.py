@@ -106,3 +106,59 @@ def test_candidates_come_from_capped_indexed_questions(tmp_path):
     related = R.related_records(conn, record, tags)
     assert len(related) == 5 and all(r.reasons[0].startswith("same function") for r in related)
     conn.close()
+
+
+def test_pages_that_share_candidates_read_each_candidate_row_once(tmp_path):
+    # Neighbouring copies share most candidates: with one ``rows`` for the batch, a page reads
+    # only those no earlier page read, and its related errors are as without it.
+    records = copy_records(tmp_path / "records")
+    for i in range(60):
+        data = envelope(KIMI_PP_ERROR)
+        data["record"].update(id=f"{i:016x}", slug=f"pp-copy-{i}", errorMessage=f"copy {i} of the PP error", messagePattern=f"copy {i} of the PP error")
+        write_envelope(records, data)
+    path = tmp_path / "db.db"
+    ingest([records], path)
+    conn = sqlite3.connect(path)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    rows: R.CandidateRows = {}
+    read, asked = [], []
+    for record, tags in [stored(conn, f"{i:016x}") for i in range(20, 24)]:
+        candidates = R.candidate_ids(conn, record, tags)
+        new = set(candidates) - set(rows)
+        statements.clear()
+        shared = R.related_records(conn, record, tags, rows=rows)
+        # The ids asked for by rowid: the candidates no earlier page read, only.
+        reads = [sql.split("rowid IN (", 1)[1] for sql in statements if "FROM records WHERE rowid IN (" in sql]
+        read.append(sum(text.split(")", 1)[0].count(",") + 1 for text in reads))
+        asked.append(len(candidates))
+        assert read[-1] == len(new)
+        assert shared == R.related_records(conn, record, tags)
+        assert len(shared) == 5
+    assert read[0] == asked[0] and sum(read[1:]) < sum(asked[1:]) / 2
+    assert all(entry is not None for entry in rows.values())
+    conn.close()
+
+
+@pytest.mark.parametrize("size", [0, 3, 7, 8, 9, 12, 20])
+def test_a_row_that_would_change_an_answer_falls_inside_a_window_it_traced(size):
+    # The contract site_changes relies on: inserting a matching row changes what _around
+    # answers only if the row's position is inside one of the windows traced for it.
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (k TEXT, pos INTEGER)")
+    sql = "SELECT pos, pos FROM t WHERE k = ? AND pos {op} ? ORDER BY pos"
+
+    def answer(rows: list[int], own: int) -> tuple[list[int], list[R.Window]]:
+        conn.execute("DELETE FROM t")
+        conn.executemany("INSERT INTO t VALUES ('a', ?)", [(p,) for p in rows])
+        trace: list[R.Window] = []
+        return R._around(conn, sql, ["a", own], trace, "family"), trace
+
+    rows = [10 * (i + 1) for i in range(size)]
+    for own in [5, *rows[::3], 10 * size + 5]:
+        answers, trace = answer(rows, own)
+        assert len(answers) == min(R.PER_SOURCE, len([p for p in rows if p != own]))
+        for new in range(1, 10 * size + 10, 2):  # odd: never a position already there
+            changed = answer(sorted([*rows, new]), own)[0] != answers
+            inside = any((lo is None or lo <= new) and (hi is None or new <= hi) for _, _, lo, hi in trace)
+            assert inside or not changed, (size, own, new, trace)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import sqlite3
+from pathlib import Path
 
 import pytest
 from helpers import ALL_IDS, BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR, RECORDS, copy_records, envelope, record_file, write_envelope
@@ -305,3 +307,43 @@ def test_a_rowid_is_the_id_read_as_a_number_and_gives_the_id_back():
     assert rowids[0] == -(1 << 63) and rowids[-1] == (1 << 63) - 1  # SQLite's whole signed range
     assert sorted(rowids) == rowids  # id order is rowid order
     assert [rowid_record_id(rowid) for rowid in rowids] == ids
+
+
+def _generated(count: int) -> list[dict]:
+    spec = importlib.util.spec_from_file_location("bench_generate", Path(__file__).resolve().parents[1] / "bench" / "generate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return list(module.generate(count, seed=11))
+
+
+def _segments(path) -> int:
+    # FTS5's %_idx shadow table has rows for every segment's leaves, keyed (segid, term).
+    return connect(path).execute("SELECT count(DISTINCT segid) FROM records_fts_idx").fetchone()[0]
+
+
+def test_an_ingest_that_writes_much_of_the_store_merges_its_full_text_index(tmp_path):
+    envelopes = _generated(40)
+
+    def write(name: str, items: list[dict]) -> Path:
+        path = tmp_path / name
+        path.write_text("".join(json.dumps(e) + "\n" for e in items), encoding="utf-8")
+        return path
+
+    db_path = tmp_path / "g.db"
+    ingest([write("all.jsonl", envelopes)], db_path)
+    assert _segments(db_path) == 1
+    # Three small ingests (one record in forty each) leave FTS5's own segments alone...
+    for round_ in range(3):
+        envelopes[round_]["record"]["documentation"] += f" Edited {round_}."
+        ingest([write(f"edit-{round_}.jsonl", [envelopes[round_]])], db_path)
+    assert _segments(db_path) > 1
+    # ...one that rewrites a tenth of the store merges them into one again.
+    for item in envelopes[10:14]:
+        item["record"]["documentation"] += " Edited again."
+    report = ingest([write("edits.jsonl", envelopes[10:14])], db_path)
+    assert report.updated == 4
+    assert _segments(db_path) == 1
+    db = connect(db_path)
+    assert db.execute("INSERT INTO records_fts (records_fts) VALUES ('integrity-check')").rowcount is not None
+    found = db.execute("SELECT count(*) FROM records_fts WHERE records_fts MATCH 'edited'").fetchone()[0]
+    assert found == 7
