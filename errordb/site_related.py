@@ -142,8 +142,8 @@ def candidate_ids(
     ``same_message`` are the ids already known to share the record's message (the site build
     finds them in one pass over the store; there is no index on message text). Family, tag and
     word neighbours are read from the record's own row on, as if the rows were a ring
-    (:func:`_around`), so a large family does not send every page to the same few records, and no question reads more than
-    :data:`PER_SOURCE` rows however large the dataset. ``windows``, when given, receives each
+    (:func:`_around`), so a large family does not send every page to the same few records,
+    and no question reads more than :data:`PER_SOURCE` rows however large the dataset. ``windows``, when given, receives each
     question asked (:data:`Window`): :mod:`errordb.site_changes` uses them to find the pages
     that a changed record can reach.
     """
@@ -159,12 +159,12 @@ def candidate_ids(
     trace.append(("file", f"{record['repo']}\0{record['filePath']}", None, same_file[-1][1] if len(same_file) > PER_SOURCE else None))
     if record.get("backgroundTag"):
         add(_around(conn, "SELECT id, rowid FROM records WHERE backgroundTag = ? AND rowid {op} ? ORDER BY rowid", [record["backgroundTag"], rowid], trace, "family"))
-    # Around the record's id in the (tag, record_id) index: an index seek, whatever the tag's size.
+    # From the record's id on in the (tag, record_id) index: an index seek, whatever the tag's size.
     for tag in tags[:3]:
         add(_around(conn, "SELECT DISTINCT record_id, record_id FROM record_tags WHERE tag = ? AND record_id {op} ? ORDER BY record_id", [tag, record["id"]], trace, "tag"))
     # Similar wording: records holding all of the message's longest words, then records holding
     # one of its three longest. An AND costs what its rarest word costs (unlike one big OR), and
-    # reading around the record's rowid instead of ranking every match keeps common words cheap;
+    # reading from the record's rowid on instead of ranking every match keeps common words cheap;
     # score() weighs the words afterwards. Quoted, so a word is never FTS5 syntax.
     words = sorted(message_words(record["errorMessage"]), key=lambda w: (-len(w), w))
     groups = ([words[: MAX_QUERY_WORDS // 2]] if len(words) > 1 else []) + [[word] for word in words[:3]]

@@ -565,9 +565,9 @@ def _merge_full_text(db: sqlite_utils.Database, written: int) -> None:
     """Merge each full-text index into one segment after an ingest that wrote much of the store.
 
     FTS5 keeps an index as segments and merges them only a few at a time, so a large ingest
-    leaves many; every full-text question then reads each of them, and the related errors ask
-    four a page. On 100,000 generated records, merging (0.5 s) made those questions 2-3x faster
-    and the site build's page contexts ~25% cheaper (bench/RESULTS.md). Merging rewrites the
+    leaves several (9 for 100,000 generated records); every full-text question then reads each
+    of them, and the site's related errors ask four a page. Merging took 0.5 s there and made
+    the error pages' contexts 10-30% cheaper to build (bench/RESULTS.md). It rewrites the
     whole index, so a small ingest (one edited record, say) leaves it to FTS5's own merging.
     """
     total = db.execute("SELECT count(*) FROM records").fetchone()[0]
