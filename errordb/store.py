@@ -570,8 +570,7 @@ def _merge_full_text(db: sqlite_utils.Database, written: int) -> None:
     the error pages' contexts 10-30% cheaper to build (bench/RESULTS.md). It rewrites the
     whole index, so a small ingest (one edited record, say) leaves it to FTS5's own merging.
     """
-    total = db.execute("SELECT count(*) FROM records").fetchone()[0]
-    if not written or written < MERGE_SHARE * total:
+    if not written or written < MERGE_SHARE * db.execute("SELECT count(*) FROM records").fetchone()[0]:
         return
     for table in ("records_fts", "solutions_fts"):
         db.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
