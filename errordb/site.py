@@ -240,14 +240,14 @@ def _build(
                     spare is not None, listings_same, bool(kept), base_url, environment, str(templates), dataset_version,
                 )  # fmt: skip
                 old_api = _previous_api(out, old_cache, changed) if previous is not None else None
-                segments = _render(db, config, staging, tasks, record_count, workers, report, progress, old_api, stale_records)
-                spare_paths = _settle(scratch, staging, config)
                 previous_cache = site_changes.cache_path(out) if old_cache is not None else None
-                site_changes.write_cache(
-                    new_cache, out, _asked(scratch), previous_cache, removed, families, staging / MANIFEST,
-                    segments, staging / "api" / ALL_JSONL, site_changes.Spare(kept, spare_paths, changed if kept and changed else set()),
-                    listing_info, _listing_entries(scratch, tasks),
-                )  # fmt: skip
+                with site_changes.CacheWriter(new_cache, previous_cache, removed) as cache_writer:
+                    segments = _render(db, config, staging, tasks, record_count, workers, report, progress, old_api, stale_records, cache_writer)
+                    spare_paths = _settle(scratch, staging, config)
+                    cache_writer.finish(
+                        out, families, staging / MANIFEST, segments, staging / "api" / ALL_JSONL,
+                        site_changes.Spare(kept, spare_paths, changed if kept and changed else set()), listing_info, _listing_entries(scratch, tasks),
+                    )  # fmt: skip
         finally:
             if cache is not None:
                 cache.close()
@@ -379,20 +379,24 @@ def _previous_api(out: Path, old_cache: sqlite3.Connection | None, changed: set[
     return PreviousApi(folder, changed, site_changes.cached_segments(old_cache, folder / ALL_JSONL))
 
 
-def _asked(scratch: Path) -> Iterator[tuple[list[site_changes.Asked], list[dict[str, Any]]]]:
-    """Per rendering task, the questions and the facts of the pages it rendered from their inputs."""
-    for file in sorted((scratch / "windows").iterdir()):
+def _cache_task(scratch: Path, index: int, cache_writer: site_changes.CacheWriter) -> None:
+    """Give the build cache the questions and the facts of the pages task ``index`` rendered from
+    their inputs (a task of error pages; the others have none)."""
+    file = scratch / "windows" / f"{index:08d}.json"
+    if file.exists():
         asked = json.loads(file.read_text(encoding="utf-8"))
-        yield [tuple(window) for window in asked["windows"]], asked["facts"]  # type: ignore[misc]
+        cache_writer.add([tuple(window) for window in asked["windows"]], asked["facts"])  # type: ignore[misc]
 
 
 def _render(
     db: sqlite_utils.Database, config: _Config, staging: Path, tasks: list[tuple[Any, ...]], record_count: int, workers: int,
     report: BuildReport, progress: Callable[[int, int], None], old_api: PreviousApi | None, stale_records: set[str] | None,
+    cache_writer: site_changes.CacheWriter,
 ) -> list[Segment]:
     """Every page, the API, the static files, sitemaps and the manifest, into ``staging``;
     returns the segments of the API's ``all.jsonl.gz``. ``stale_records``: staging is the
-    spare, whose API's record files are right but for these records'."""
+    spare, whose API's record files are right but for these records'. ``cache_writer`` gets
+    each task's questions as the task is done."""
     scratch = Path(config.scratch)
     templates = Path(config.templates)
     base_url, environment = config.base_url, config.environment
@@ -406,8 +410,11 @@ def _render(
             try:
                 segments = _write_api(db, staging, base_url, old_api, stale_records, listings=False)
                 results = []
-                for future in futures:
+                # In task order, as the workers finish them: the cache is written beside the
+                # rendering rather than after the last page (at 10,000 pages ~1 s on one core).
+                for index, future in enumerate(futures):
                     results.append(future.result())
+                    _cache_task(scratch, index, cache_writer)
                     progress(len(results), len(tasks))
                 listings.result()
             except BaseException:
@@ -419,6 +426,7 @@ def _render(
             results = []
             for index, task in enumerate(tasks):
                 results.append(_run_task(index, task))
+                _cache_task(scratch, index, cache_writer)
                 progress(len(results), len(tasks))
         finally:
             _close_worker()

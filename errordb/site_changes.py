@@ -316,61 +316,72 @@ CREATE INDEX records_mh ON records (mh);
 """
 
 
-def write_cache(
-    path: Path, out: Path, batches: Iterable[tuple[list[Asked], list[dict[str, Any]]]], previous: Path | None,
-    removed: set[str], families: dict[str, str], manifest: Path, segments: list[Segment], jsonl: Path, spare: Spare,
-    info: dict[str, str], listing_entries: Iterable[tuple[int, str, str, str]],
-) -> None:
-    """Write the cache of this build of the site ``out`` to ``path`` (a new file).
+class CacheWriter:
+    """This build's cache of the site ``out``, written to ``path`` (a new file) as the build goes.
 
-    ``batches`` hold, per rendering task, the questions (``windows``) and the facts
+    :meth:`add` takes, per rendering task, the questions (``windows``) and the facts
     (:func:`raw_facts`) of the pages rendered from their inputs, as the workers read them while
     rendering: a record that changes during the build then differs from its cached facts next
-    time, and is rendered again. With the ``previous`` cache (its file), the new one is a copy
-    of it in which the rows of those records and of the ``removed`` ones are replaced; the other
-    records' rows hold unchanged, as their pages were reused only because nothing they depend
-    on changed. Without one, every record was rendered. ``families``: the fingerprints read
-    before the pages were. ``segments``: those of ``jsonl``, the build's ``all.jsonl.gz``.
-    ``spare``: how this build differs from the one it replaces, kept as its spare. ``info``:
-    more to keep in the ``info`` table (what the build's listings were made from);
-    ``listing_entries``: (task, path, input hash, content hash) of every file its listing tasks wrote.
+    time, and is rendered again. They are written as the tasks finish, while the workers render
+    the next ones, rather than all after the last page. With the ``previous`` cache (its file),
+    the new one is a copy of it in which the rows of those records and of the ``removed`` ones
+    are replaced; the other records' rows hold unchanged, as their pages were reused only
+    because nothing they depend on changed. Without one, every record was rendered. Nothing is
+    committed until :meth:`finish`.
     """
-    if previous is not None:
-        shutil.copyfile(previous, path)
-    conn = sqlite3.connect(path)
-    try:
+
+    def __init__(self, path: Path, previous: Path | None, removed: set[str]):
+        if previous is not None:
+            shutil.copyfile(previous, path)
+        self.previous = previous
+        self.conn = sqlite3.connect(path)
+        self.stemmer = Stemmer()
         if previous is None:
-            conn.executescript(_SCHEMA + _INDEXES)
+            # Indexed in finish(), once the rows are in: at a million records, inserting eight
+            # million windows into an index on random keys was most of writing the cache.
+            self.conn.executescript(_SCHEMA)
         else:
-            _delete_rows(conn, sorted(removed))
-            conn.execute("DELETE FROM families")
-            conn.execute("DELETE FROM info")
-            conn.execute("DELETE FROM segments")
-            conn.execute("DELETE FROM spare_paths")
-            conn.execute("DELETE FROM listing_entries")
-            conn.execute("DELETE FROM spare_records")
-        stemmer = Stemmer()
-        try:
-            for windows, facts in batches:
-                if previous is not None:
-                    _delete_rows(conn, sorted({window[0] for window in windows} | {fact["id"] for fact in facts}))
-                _write_windows(conn, windows, stemmer)
-                _write_facts(conn, with_stems(facts, stemmer))
-        finally:
-            stemmer.close()
+            _delete_rows(self.conn, sorted(removed))
+            for table in ("families", "info", "segments", "spare_paths", "listing_entries", "spare_records"):
+                self.conn.execute(f"DELETE FROM {table}")
+
+    def __enter__(self) -> CacheWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stemmer.close()
+        self.conn.close()
+
+    def add(self, windows: list[Asked], facts: list[dict[str, Any]]) -> None:
+        """The questions and facts of one rendering task."""
+        if self.previous is not None:
+            _delete_rows(self.conn, sorted({window[0] for window in windows} | {fact["id"] for fact in facts}))
+        _write_windows(self.conn, windows, self.stemmer)
+        _write_facts(self.conn, with_stems(facts, self.stemmer))
+
+    def finish(
+        self, out: Path, families: dict[str, str], manifest: Path, segments: list[Segment], jsonl: Path, spare: Spare,
+        info: dict[str, str], listing_entries: Iterable[tuple[int, str, str, str]],
+    ) -> None:
+        """The rest, and commit. ``families``: the fingerprints read before the pages were.
+        ``segments``: those of ``jsonl``, the build's ``all.jsonl.gz``. ``spare``: how this
+        build differs from the one it replaces, kept as its spare. ``info``: more to keep in the
+        ``info`` table (what the build's listings were made from); ``listing_entries``: (task,
+        path, input hash, content hash) of every file its listing tasks wrote."""
+        conn = self.conn
         conn.executemany("INSERT INTO families VALUES (?, ?)", families.items())
         conn.executemany("INSERT INTO segments VALUES (?, ?, ?, ?, ?, ?, ?)", (astuple(segment) for segment in segments))
         conn.executemany("INSERT INTO spare_paths VALUES (?)", ((path,) for path in spare.paths))
         conn.executemany("INSERT INTO listing_entries VALUES (?, ?, ?, ?)", listing_entries)
         conn.executemany("INSERT INTO spare_records VALUES (?)", ((record_id,) for record_id in sorted(spare.records)))
-        info = [
+        rows = [
             ("format", CACHE_FORMAT), ("manifest", file_sha256(manifest)), ("out", str(out.resolve())), ("jsonl", _file_stamp(jsonl)),
             ("spare", spare.manifest), *sorted(info.items()),
         ]  # fmt: skip
-        conn.executemany("INSERT INTO info VALUES (?, ?)", info)
+        conn.executemany("INSERT INTO info VALUES (?, ?)", rows)
+        if self.previous is None:
+            conn.executescript(_INDEXES)
         conn.commit()
-    finally:
-        conn.close()
 
 
 @dataclass(frozen=True)

@@ -126,22 +126,23 @@ def record_pages(
         where += f" AND id IN ({','.join('?' * len(only))})"
         params += only
     functions = dict(source.conn.execute(f"SELECT id, function FROM records WHERE {where}", params))
-    candidates: site_related.CandidateRows = {}  # shared by these pages only: one read of the store
-    for envelope in iter_envelopes(source.conn, where=where, params=params):  # type: ignore[arg-type]
+    envelopes = list(iter_envelopes(source.conn, where=where, params=params))  # type: ignore[arg-type]
+    batch = site_related.Batch(first_id, last_id)  # shared by these pages only
+    batch.plan(({"id": e.record.id, "backgroundTag": e.record.backgroundTag, "errorMessage": e.record.errorMessage}, e.record.tags) for e in envelopes)
+    for envelope in envelopes:
         record_id = envelope.record.id
         asked = windows.setdefault(record_id, []) if windows is not None else None
-        yield record_id, record_page(source, envelope.record, envelope.datasetVersion, functions.get(record_id), asked, candidates)
+        yield record_id, record_page(source, envelope.record, envelope.datasetVersion, functions.get(record_id), asked, batch)
 
 
 def record_page(
     source: Source, record: Record, dataset_version: str, function: str | None,
-    windows: list[site_related.Window] | None = None, candidates: site_related.CandidateRows | None = None,
+    windows: list[site_related.Window] | None = None, batch: site_related.Batch | None = None,
 ) -> Page:
     """The error page of one record: every section of the reference page, as data.
 
-    ``windows``, when given, receives the questions asked for its related errors;
-    ``candidates`` the rows read for them, to share with the next pages (see
-    :func:`errordb.site_related.related_records`).
+    ``windows``, when given, receives the questions asked for its related errors; ``batch``
+    is what the pages rendered with this one share (:class:`errordb.site_related.Batch`).
     """
     data = record.model_dump(mode="json")
     P.record_id(data["id"])
@@ -170,7 +171,7 @@ def record_page(
                 "errorClass": r.errorClass, "repo": r.repo, "filePath": r.filePath, "fileName": r.filePath.rsplit("/", 1)[-1],
                 "lineNumber": r.lineNumber, "reasons": list(r.reasons),
             }  # fmt: skip
-            for r in site_related.related_records(source.conn, {**data, "function": function}, data["tags"], same, windows=windows, rows=candidates)
+            for r in site_related.related_records(source.conn, {**data, "function": function}, data["tags"], same, windows=windows, batch=batch)
         ],
         "repro": _repro(data),
         "datasetVersion": dataset_version,

@@ -16,6 +16,7 @@ then the same message elsewhere, then the same family of failure, then similar w
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 import sqlite3
@@ -75,47 +76,63 @@ def message_words(message: str) -> frozenset[str]:
 
 def score(record: dict[str, Any], other: dict[str, Any], record_tags: Iterable[str] = (), other_tags: Iterable[str] = ()) -> tuple[float, list[str]]:
     """How related ``other`` is to ``record``: points and the reasons, most telling first."""
-    points = 0.0
-    reasons: list[str] = []
-    same_place = record["repo"] == other["repo"] and record["filePath"] == other["filePath"]
-    if same_place and record.get("function") and record.get("function") == other.get("function"):
-        points += SAME_FUNCTION
-        reasons.append(f"same function ({record['function']})")
-    elif same_place:
-        points += SAME_FILE
-        reasons.append("same file")
-    if record["messagePattern"] == other["messagePattern"] or record["errorMessage"] == other["errorMessage"]:
-        points += SAME_MESSAGE
-        reasons.append("same message")
-    else:
-        mine, theirs = message_words(record["errorMessage"]), message_words(other["errorMessage"])
-        if mine and theirs:
-            similarity = len(mine & theirs) / len(mine | theirs)
-            if similarity > 0:
-                points += round(SIMILAR_WORDS * similarity, 1)
-                if similarity >= 0.2:
-                    reasons.append("similar message")
-    if record.get("backgroundTag") and record.get("backgroundTag") == other.get("backgroundTag"):
-        points += SAME_FAMILY
-        reasons.append("same failure family")
-    shared = sorted(set(record_tags) & set(other_tags))
-    if shared:
-        points += min(MAX_TAG_POINTS, SHARED_TAG * len(shared))
-        reasons.append("tags: " + ", ".join(shared[:3]))
-    # A shared class alone relates nothing (every ValueError would be related); it only breaks ties.
-    if points and record["errorClass"] == other["errorClass"]:
-        points += SAME_CLASS
-    return round(points, 1), reasons
+    return _Scorer(record, record_tags)(other, other_tags)
+
+
+class _Scorer:
+    """:func:`score` for one record against many candidates (its own fields read once)."""
+
+    __slots__ = ("repo", "file", "function", "pattern", "message", "words", "family", "tags", "error_class")
+
+    def __init__(self, record: dict[str, Any], record_tags: Iterable[str]):
+        self.repo, self.file, self.function = record["repo"], record["filePath"], record.get("function")
+        self.pattern, self.message = record["messagePattern"], record["errorMessage"]
+        self.words = message_words(self.message)
+        self.family, self.error_class = record.get("backgroundTag"), record["errorClass"]
+        self.tags = frozenset(record_tags)
+
+    def __call__(self, other: dict[str, Any], other_tags: Iterable[str]) -> tuple[float, list[str]]:
+        points = 0.0
+        reasons: list[str] = []
+        same_place = self.repo == other["repo"] and self.file == other["filePath"]
+        if same_place and self.function and self.function == other.get("function"):
+            points += SAME_FUNCTION
+            reasons.append(f"same function ({self.function})")
+        elif same_place:
+            points += SAME_FILE
+            reasons.append("same file")
+        if self.pattern == other["messagePattern"] or self.message == other["errorMessage"]:
+            points += SAME_MESSAGE
+            reasons.append("same message")
+        else:
+            mine, theirs = self.words, message_words(other["errorMessage"])
+            if mine and theirs:
+                similarity = len(mine & theirs) / len(mine | theirs)
+                if similarity > 0:
+                    points += round(SIMILAR_WORDS * similarity, 1)
+                    if similarity >= 0.2:
+                        reasons.append("similar message")
+        if self.family and self.family == other.get("backgroundTag"):
+            points += SAME_FAMILY
+            reasons.append("same failure family")
+        shared = self.tags.intersection(other_tags)
+        if shared:
+            points += min(MAX_TAG_POINTS, SHARED_TAG * len(shared))
+            reasons.append("tags: " + ", ".join(sorted(shared)[:3]))
+        # A shared class alone relates nothing (every ValueError would be related); it only breaks ties.
+        if points and self.error_class == other["errorClass"]:
+            points += SAME_CLASS
+        return round(points, 1), reasons
 
 
 def rank(record: dict[str, Any], candidates: Iterable[dict[str, Any]], tags: dict[str, list[str]], limit: int = MAX_RELATED) -> list[Related]:
     """The best ``limit`` candidates for ``record``; ``tags`` maps record ids to their tags."""
     scored = []
-    own_tags = tags.get(record["id"], ())
+    weigh = _Scorer(record, tags.get(record["id"], ()))
     for other in candidates:
         if other["id"] == record["id"]:
             continue
-        points, reasons = score(record, other, own_tags, tags.get(other["id"], ()))
+        points, reasons = weigh(other, tags.get(other["id"], ()))
         if points > 0:
             scored.append((-points, other["id"], other, reasons))
     scored.sort(key=lambda item: item[:2])
@@ -135,7 +152,7 @@ Window = tuple[str, str, "int | str | None", "int | str | None"]
 
 def candidate_ids(
     conn: sqlite3.Connection, record: dict[str, Any], tags: list[str], same_message: Iterable[str] = (),
-    windows: list[Window] | None = None,
+    windows: list[Window] | None = None, batch: Batch | None = None,
 ) -> list[str]:
     """Ids of records worth scoring for ``record``: a few capped questions, each an index seek.
 
@@ -145,34 +162,30 @@ def candidate_ids(
     (:func:`_around`), so a large family does not send every page to the same few records,
     and no question reads more than :data:`PER_SOURCE` rows however large the dataset. ``windows``, when given, receives each
     question asked (:data:`Window`): :mod:`errordb.site_changes` uses them to find the pages
-    that a changed record can reach.
+    that a changed record can reach. ``batch``: the pages rendered with this one (see
+    :class:`Batch`); the answers are the same with or without it.
     """
     trace = windows if windows is not None else []
     found: dict[str, None] = dict.fromkeys(same_message)
-    rowid = record_rowid(record["id"])
 
     def add(ids: Iterable[Any]) -> None:
         found.update(dict.fromkeys(ids))
 
-    same_file = conn.execute(f"SELECT id, rowid FROM records WHERE filePath = ? AND repo = ? ORDER BY rowid LIMIT {PER_SOURCE + 1}", [record["filePath"], record["repo"]]).fetchall()
+    place = (record["repo"], record["filePath"])
+    same_file = batch.same_file.get(place) if batch is not None else None
+    if same_file is None:
+        same_file = conn.execute(f"SELECT id, rowid FROM records WHERE filePath = ? AND repo = ? ORDER BY rowid LIMIT {PER_SOURCE + 1}", [place[1], place[0]]).fetchall()
+        if batch is not None:
+            batch.same_file[place] = same_file
     add(r[0] for r in same_file)
     trace.append(("file", f"{record['repo']}\0{record['filePath']}", None, same_file[-1][1] if len(same_file) > PER_SOURCE else None))
-    if record.get("backgroundTag"):
-        add(_around(conn, "SELECT id, rowid FROM records WHERE backgroundTag = ? AND rowid {op} ? ORDER BY rowid", [record["backgroundTag"], rowid], trace, "family"))
-    # From the record's id on in the (tag, record_id) index: an index seek, whatever the tag's size.
-    for tag in tags[:3]:
-        add(_around(conn, "SELECT DISTINCT record_id, record_id FROM record_tags WHERE tag = ? AND record_id {op} ? ORDER BY record_id", [tag, record["id"]], trace, "tag"))
-    # Similar wording: records holding all of the message's longest words, then records holding
-    # one of its three longest. An AND costs what its rarest word costs (unlike one big OR), and
-    # reading from the record's rowid on instead of ranking every match keeps common words cheap;
-    # score() weighs the words afterwards. Quoted, so a word is never FTS5 syntax.
-    words = sorted(message_words(record["errorMessage"]), key=lambda w: (-len(w), w))
-    groups = ([words[: MAX_QUERY_WORDS // 2]] if len(words) > 1 else []) + [[word] for word in words[:3]]
     rowids: list[int] = []
-    for group in groups:
-        query = "errorMessage : (" + " AND ".join('"' + w + '"' for w in group) + ")"
+    for ring, position in ring_questions(record, tags):
+        if ring.kind != "words":
+            add(_around(conn, ring, position, trace, batch))
+            continue
         try:
-            rowids += _around(conn, "SELECT rowid, rowid FROM records_fts WHERE records_fts MATCH ? AND rowid {op} ? ORDER BY rowid", [query, rowid], trace, "words", " ".join(group))
+            rowids += _around(conn, ring, position, trace, batch)
         except sqlite3.OperationalError:
             break  # a store without full-text search still gets the other candidates
     add(rowid_record_id(r) for r in sorted(rowids))
@@ -180,29 +193,75 @@ def candidate_ids(
     return list(found)
 
 
-def _around(conn: sqlite3.Connection, sql: str, params: list[Any], trace: list[Window], kind: str, key: str | None = None) -> list[Any]:
-    """Up to :data:`PER_SOURCE` rows of ``sql`` after the given rowid, then from the first on
+@dataclass(frozen=True)
+class Ring:
+    """One question read around a record: the rows whose key is ``value``, in position order.
+
+    ``select`` has ``{cond}`` for the condition on ``column`` (the position: ``rowid`` of
+    ``records``, or ``record_id`` for tags); ``name`` is the key as traced in a :data:`Window`.
+    """
+
+    kind: str
+    name: str
+    value: str
+    select: str
+    column: str
+
+    def sql(self, cond: str) -> str:
+        return self.select.format(cond=f"{self.column} {cond}")
+
+
+_FAMILY = "SELECT id, rowid FROM records WHERE backgroundTag = ? AND {cond} ORDER BY rowid"
+_TAG = "SELECT DISTINCT record_id, record_id FROM record_tags WHERE tag = ? AND {cond} ORDER BY record_id"
+_WORDS = "SELECT rowid, rowid FROM records_fts WHERE records_fts MATCH ? AND {cond} ORDER BY rowid"
+
+
+def ring_questions(record: dict[str, Any], tags: list[str]) -> list[tuple[Ring, Any]]:
+    """The questions read around ``record`` (:func:`_around`), each with the record's position."""
+    rowid = record_rowid(record["id"])
+    questions: list[tuple[Ring, Any]] = []
+    if record.get("backgroundTag"):
+        questions.append((Ring("family", record["backgroundTag"], record["backgroundTag"], _FAMILY, "rowid"), rowid))
+    # From the record's id on in the (tag, record_id) index: an index seek, whatever the tag's size.
+    questions += [(Ring("tag", tag, tag, _TAG, "record_id"), record["id"]) for tag in tags[:3]]
+    # Similar wording: records holding all of the message's longest words, then records holding
+    # one of its three longest. An AND costs what its rarest word costs (unlike one big OR), and
+    # reading from the record's rowid on instead of ranking every match keeps common words cheap;
+    # score() weighs the words afterwards. Quoted, so a word is never FTS5 syntax.
+    words = sorted(message_words(record["errorMessage"]), key=lambda w: (-len(w), w))
+    groups = ([words[: MAX_QUERY_WORDS // 2]] if len(words) > 1 else []) + [[word] for word in words[:3]]
+    for group in groups:
+        query = "errorMessage : (" + " AND ".join('"' + w + '"' for w in group) + ")"
+        questions.append((Ring("words", " ".join(group), query, _WORDS, "rowid"), rowid))
+    return questions
+
+
+def _around(conn: sqlite3.Connection, ring: Ring, position: Any, trace: list[Window], batch: Batch | None = None) -> list[Any]:
+    """Up to :data:`PER_SOURCE` rows of ``ring`` after ``position``, then from the first on
     (as if the rows were a ring) if too few.
 
-    ``sql`` selects (value, position) in position order and has ``{op}`` for the side; its last
-    parameter is the record's own position (rowid, or id for tags). Both reads go
-    forwards: FTS5 reads a term's list of rows backwards only by loading all of it, so a
-    descending question cost ~1 ms at a million records where a forward one cost ~0.1 ms
-    (bench/RESULTS.md). The question goes into ``trace`` with the positions its answers cover.
+    Both reads go forwards: FTS5 reads a term's list of rows backwards only by loading all of
+    it, so a descending question cost ~1 ms at a million records where a forward one cost
+    ~0.1 ms (bench/RESULTS.md). The question goes into ``trace`` with the positions its
+    answers cover.
     """
-    name = params[0] if key is None else key
-    after = conn.execute(sql.format(op=">") + f" LIMIT {PER_SOURCE}", params).fetchall()
+    after = batch.after(conn, ring, position) if batch is not None else None
+    if after is None:
+        after = conn.execute(ring.sql("> ?") + f" LIMIT {PER_SOURCE}", [ring.value, position]).fetchall()
     if len(after) == PER_SOURCE:
         # Covered: from just after the record (its own row is not an answer) to the last answer.
-        trace.append((kind, name, params[-1], after[-1][1]))
+        trace.append((ring.kind, ring.name, position, after[-1][1]))
         return [r[0] for r in after]
-    first = conn.execute(sql.format(op="<") + f" LIMIT {PER_SOURCE - len(after)}", params).fetchall()
-    if len(first) == PER_SOURCE - len(after):
+    need = PER_SOURCE - len(after)
+    first = batch.before(conn, ring, position, need) if batch is not None else None
+    if first is None:
+        first = conn.execute(ring.sql("< ?") + f" LIMIT {need}", [ring.value, position]).fetchall()
+    if len(first) == need:
         # Every row after the record, and the first rows up to the last answer.
-        trace.append((kind, name, params[-1], None))
-        trace.append((kind, name, None, first[-1][1]))
+        trace.append((ring.kind, ring.name, position, None))
+        trace.append((ring.kind, ring.name, None, first[-1][1]))
     else:
-        trace.append((kind, name, None, None))  # every row but the record's own: all answers
+        trace.append((ring.kind, ring.name, None, None))  # every row but the record's own: all answers
     return [r[0] for r in after] + [r[0] for r in first]
 
 
@@ -210,20 +269,79 @@ def _around(conn: sqlite3.Connection, sql: str, params: list[Any], trace: list[W
 CandidateRows = dict[str, "tuple[dict[str, Any], list[str]] | None"]
 
 
+class Batch:
+    """What the pages of one batch share: the records with ids ``first``..``last``, rendered in
+    id order in one read transaction.
+
+    Neighbouring pages ask about the same files, families, tags and words. A question that
+    :meth:`plan` saw asked by more than one page is read once for the batch, from the first
+    page that asks it to the batch's last position and :data:`PER_SOURCE` rows past it: every
+    later page's answer lies inside those rows. Questions asked once go to SQLite as they are.
+    ``rows`` keeps the candidates read (records next to each other in id order mostly have the
+    same neighbours: for 400 pages in a row, 19 in 20 candidate rows had been read for an
+    earlier page).
+    """
+
+    def __init__(self, first: str, last: str):
+        self.rows: CandidateRows = {}
+        self.same_file: dict[tuple[str, str], list[Any]] = {}
+        self._last = {"rowid": record_rowid(last), "record_id": last}
+        self._shared: set[tuple[str, str]] = set()
+        self._ahead: dict[tuple[str, str], tuple[Any, list[Any], list[Any]]] = {}
+        self._heads: dict[tuple[str, str], list[Any]] = {}
+
+    def plan(self, records: Iterable[tuple[dict[str, Any], list[str]]]) -> None:
+        """Note the questions of the batch's pages (record, tags), to read shared ones once."""
+        seen: set[tuple[str, str]] = set()
+        for record, tags in records:
+            for ring, _ in ring_questions(record, tags):
+                key = (ring.kind, ring.name)
+                if key in seen:
+                    self._shared.add(key)
+                seen.add(key)
+
+    def after(self, conn: sqlite3.Connection, ring: Ring, position: Any) -> list[Any] | None:
+        """The first :data:`PER_SOURCE` rows after ``position`` (None: ask SQLite)."""
+        key = (ring.kind, ring.name)
+        last = self._last[ring.column]
+        if key not in self._shared or position > last:
+            return None
+        ahead = self._ahead.get(key)
+        if ahead is None or position < ahead[0]:
+            # Every row up to the batch's last position, then PER_SOURCE more (or the end):
+            # so for any later position in the batch, its PER_SOURCE next rows are all here.
+            rows = conn.execute(ring.sql(f"> ? AND {ring.column} <= ?"), [ring.value, position, last]).fetchall()
+            rows += conn.execute(ring.sql("> ?") + f" LIMIT {PER_SOURCE}", [ring.value, last]).fetchall()
+            ahead = self._ahead[key] = (position, rows, [r[1] for r in rows])
+        _, rows, positions = ahead
+        start = bisect.bisect_right(positions, position)
+        return rows[start : start + PER_SOURCE]
+
+    def before(self, conn: sqlite3.Connection, ring: Ring, position: Any, need: int) -> list[Any] | None:
+        """The first ``need`` rows (at most :data:`PER_SOURCE`) before ``position`` (None: ask SQLite)."""
+        key = (ring.kind, ring.name)
+        if key not in self._shared:
+            return None
+        heads = self._heads.get(key)
+        if heads is None:
+            # The key's first PER_SOURCE rows: the first ``need`` before any position are among them.
+            heads = self._heads[key] = conn.execute(ring.sql("IS NOT NULL") + f" LIMIT {PER_SOURCE}", [ring.value]).fetchall()
+        return [row for row in heads if row[1] < position][:need]
+
+
 def related_records(
     conn: sqlite3.Connection, record: dict[str, Any], tags: list[str], same_message: Iterable[str] = (),
-    limit: int = MAX_RELATED, windows: list[Window] | None = None, rows: CandidateRows | None = None,
+    limit: int = MAX_RELATED, windows: list[Window] | None = None, batch: Batch | None = None,
 ) -> list[Related]:
     """The related errors of ``record`` (a dict with :data:`COLUMNS`), best first.
 
-    ``rows`` keeps the candidates read, for the next pages of the same read transaction:
-    records next to each other in id order mostly have the same neighbours (for 400 pages in
-    a row, 19 in 20 candidate rows had been read for an earlier page).
+    ``batch``: what the pages rendered with this one in the same read transaction share
+    (:class:`Batch`); the answer is the same without it.
     """
-    ids = candidate_ids(conn, record, tags, same_message, windows)
+    ids = candidate_ids(conn, record, tags, same_message, windows, batch)
     if not ids:
         return []
-    known: CandidateRows = rows if rows is not None else {}
+    known: CandidateRows = batch.rows if batch is not None else {}
     _read_candidates(conn, [i for i in ids if i not in known], known)
     candidates = []
     tag_map: dict[str, list[str]] = {}

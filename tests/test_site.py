@@ -568,3 +568,31 @@ def test_committed_site_is_the_build_of_the_bundled_records(tmp_path):
     assert not stale and content(dict(want)) == content(dict(have)), (
         f"site/ is stale ({len(stale)} files differ, e.g. {stale[:3]}): rebuild it with `errordb build --out site/`"
     )
+
+
+def test_the_environment_reads_dict_fields_as_jinja2_does():
+    # site_templates reads ``d.name`` of a dict by its key first (one lookup instead of a caught
+    # AttributeError); what it finds must be what jinja2's own rule finds, missing names included.
+    import jinja2
+
+    from errordb.site_templates import environment
+
+    from errordb.site import templates_dir
+
+    ours, theirs = environment(templates_dir(), "test"), jinja2.Environment(undefined=jinja2.StrictUndefined)
+
+    class Thing:
+        name = "attribute"
+
+    values = [{"name": "key", "items": "a key named items", "none": None}, {}, Thing(), ["a list"], "text"]
+    for value in values:
+        for attribute in ("name", "items", "keys", "none", "missing", "__class__", "upper", "append"):
+            found, expected = ours.getattr(value, attribute), theirs.getattr(value, attribute)
+            if isinstance(expected, jinja2.Undefined):
+                assert isinstance(found, jinja2.StrictUndefined) and found._undefined_name == attribute
+            else:
+                assert found == expected, (value, attribute)
+    template = ours.from_string("{{ d.name }} {{ d.items() | list | length }} {{ d.get('name') }}")
+    assert template.render(d={"name": "x", "other": 1}) == "x 2 x"
+    with pytest.raises(jinja2.UndefinedError):
+        ours.from_string("{{ d.missing }}").render(d={})

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sqlite3
 
 import pytest
-from helpers import ALL_IDS, BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR, copy_records, envelope, write_envelope
+from helpers import ALL_IDS, RECORDS, REPO, BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR, copy_records, envelope, write_envelope
 
 from errordb import site_related as R
 from errordb.store import ingest
@@ -121,13 +122,14 @@ def test_pages_that_share_candidates_read_each_candidate_row_once(tmp_path):
     conn = sqlite3.connect(path)
     statements: list[str] = []
     conn.set_trace_callback(statements.append)
-    rows: R.CandidateRows = {}
+    batch = R.Batch(f"{0:016x}", f"{59:016x}")  # not planned: every question asked as it is
+    rows = batch.rows
     read, asked = [], []
     for record, tags in [stored(conn, f"{i:016x}") for i in range(20, 24)]:
         candidates = R.candidate_ids(conn, record, tags)
         new = set(candidates) - set(rows)
         statements.clear()
-        shared = R.related_records(conn, record, tags, rows=rows)
+        shared = R.related_records(conn, record, tags, batch=batch)
         # The ids asked for by rowid: the candidates no earlier page read, only.
         reads = [sql.split("rowid IN (", 1)[1] for sql in statements if "FROM records WHERE rowid IN (" in sql]
         read.append(sum(text.split(")", 1)[0].count(",") + 1 for text in reads))
@@ -146,13 +148,13 @@ def test_a_row_that_would_change_an_answer_falls_inside_a_window_it_traced(size)
     # answers only if the row's position is inside one of the windows traced for it.
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE TABLE t (k TEXT, pos INTEGER)")
-    sql = "SELECT pos, pos FROM t WHERE k = ? AND pos {op} ? ORDER BY pos"
+    ring = R.Ring("family", "a", "a", "SELECT pos, pos FROM t WHERE k = ? AND {cond} ORDER BY pos", "pos")
 
     def answer(rows: list[int], own: int) -> tuple[list[int], list[R.Window]]:
         conn.execute("DELETE FROM t")
         conn.executemany("INSERT INTO t VALUES ('a', ?)", [(p,) for p in rows])
         trace: list[R.Window] = []
-        return R._around(conn, sql, ["a", own], trace, "family"), trace
+        return R._around(conn, ring, own, trace), trace
 
     rows = [10 * (i + 1) for i in range(size)]
     for own in [5, *rows[::3], 10 * size + 5]:
@@ -162,3 +164,75 @@ def test_a_row_that_would_change_an_answer_falls_inside_a_window_it_traced(size)
             changed = answer(sorted([*rows, new]), own)[0] != answers
             inside = any((lo is None or lo <= new) and (hi is None or new <= hi) for _, _, lo, hi in trace)
             assert inside or not changed, (size, own, new, trace)
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    """400 generated records (bench/generate.py): few families and tags, shared message words."""
+    spec = importlib.util.spec_from_file_location("bench_generate", REPO / "bench" / "generate.py")
+    generate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generate)
+    folder = tmp_path_factory.mktemp("generated")
+    jsonl = generate.write_jsonl(400, folder / "records.jsonl")
+    path = folder / "db.db"
+    ingest([jsonl], path, families_path=RECORDS / "families.toml")
+    connection = sqlite3.connect(path)
+    yield connection
+    connection.close()
+
+
+@pytest.mark.parametrize("batch_size", [1, 7, 100, 400])
+def test_a_batch_reads_shared_questions_once_and_answers_as_each_page_alone(generated, batch_size):
+    conn = generated
+    ids = [record_id for (record_id,) in conn.execute("SELECT id FROM records ORDER BY id")]
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    alone_count = shared_count = 0
+    for start in range(0, len(ids), batch_size):
+        chunk = [stored(conn, record_id) for record_id in ids[start : start + batch_size]]
+        conn.execute("BEGIN")  # as the site build: the pages of a batch in one read transaction
+        planned, unplanned = R.Batch(chunk[0][0]["id"], chunk[-1][0]["id"]), R.Batch(chunk[0][0]["id"], chunk[-1][0]["id"])
+        planned.plan(chunk)
+        for record, tags in chunk:
+            alone_windows: list[R.Window] = []
+            shared_windows: list[R.Window] = []
+            statements.clear()
+            alone = R.related_records(conn, record, tags, windows=alone_windows, batch=unplanned)
+            alone_count += _our_statements(statements)
+            statements.clear()
+            shared = R.related_records(conn, record, tags, windows=shared_windows, batch=planned)
+            shared_count += _our_statements(statements)
+            assert shared == alone and shared_windows == alone_windows, record["id"]
+        conn.rollback()
+    conn.set_trace_callback(None)
+    if batch_size >= 100:  # eight families and eight tags: most questions are shared
+        assert shared_count < alone_count * 0.7, (shared_count, alone_count)
+    else:
+        assert shared_count <= alone_count
+
+
+def _our_statements(statements: list[str]) -> int:
+    return sum(1 for sql in statements if not sql.startswith("--"))  # not FTS5's own reads
+
+
+@pytest.mark.parametrize("size", [0, 1, 5, 8, 9, 12, 15, 16, 30])
+def test_a_batch_answers_each_position_as_sqlite_does_in_either_order(size):
+    # A key with few rows is where the batch's shortcuts differ most from a plain question:
+    # answers that wrap to the first rows, rows after the batch's end, and fewer than asked for.
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (k TEXT, pos INTEGER PRIMARY KEY)")
+    conn.executemany("INSERT INTO t VALUES ('a', ?)", [(10 * (i + 1),) for i in range(size)])
+    conn.execute("INSERT INTO t VALUES ('b', 5)")
+    ring = R.Ring("family", "a", "a", "SELECT pos, pos FROM t WHERE k = ? AND {cond} ORDER BY pos", "rowid")
+    owns = list(range(5, 10 * size + 10, 5))  # on rows and between them
+    first, last = R.rowid_record_id(owns[0]), R.rowid_record_id(owns[len(owns) * 2 // 3])  # rows after the batch too
+    inside = [own for own in owns if own <= R.record_rowid(last)]
+    outside = [own for own in owns if own not in inside]  # not the batch's pages: asked of SQLite
+    for order in (inside, inside[::-1]):
+        batch = R.Batch(first, last)
+        batch.plan([({"id": R.rowid_record_id(own), "backgroundTag": "a", "errorMessage": ""}, []) for own in order])
+        for own in order + outside:
+            alone_trace: list[R.Window] = []
+            shared_trace: list[R.Window] = []
+            alone = R._around(conn, ring, own, alone_trace)
+            assert R._around(conn, ring, own, shared_trace, batch) == alone and shared_trace == alone_trace, (size, own)
