@@ -125,6 +125,28 @@ def _clean_up_after_killed_runs(target: Path) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def scratch_dir(prefix: str) -> Iterator[Path]:
+    """A temporary folder named ``<prefix><pid>-…``, removed when the block ends.
+
+    A process killed in the block (``kill -9``, a lost machine) cannot remove its folder, and
+    a site build's scratch holds a file per task (a gigabyte at a million records), so first
+    the folders of this prefix whose process is gone are removed: only plain folders of this
+    user, never one behind a link, never a live process's.
+    """
+    base = Path(tempfile.gettempdir())
+    pattern = re.compile(rf"^{re.escape(prefix)}(\d+)-")
+    with contextlib.suppress(OSError):
+        for entry in base.iterdir():
+            found = pattern.match(entry.name)
+            if not found or entry.is_symlink() or not entry.is_dir() or process_alive(int(found.group(1))):
+                continue
+            if entry.lstat().st_uid == os.getuid():
+                shutil.rmtree(entry, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix=f"{prefix}{os.getpid()}-") as name:
+        yield Path(name)
+
+
 def process_alive(pid: int) -> bool:
     """Whether process ``pid`` exists (this one included): the pid in a staging name says whose it is."""
     if pid == os.getpid():

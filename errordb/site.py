@@ -39,7 +39,6 @@ import os
 import re
 import shutil
 import sqlite3
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -52,7 +51,7 @@ import sqlite_utils
 from errordb import site_changes
 from errordb import site_pages as pages
 from errordb import site_paths as paths
-from errordb.atomic import file_sha256, remove_path, replaced_dir
+from errordb.atomic import file_sha256, remove_path, replaced_dir, scratch_dir
 from errordb.export_bulk import Segment
 from errordb.export_layout import ALL_JSONL
 from errordb.site_paths import SiteError
@@ -201,8 +200,7 @@ def _build(
         cache = site_changes.open_cache(out, out / MANIFEST) if incremental and _manifest_environment(out / MANIFEST) == environment else None
         try:
             spare, keep = _spare_plan(out, cache)
-            with tempfile.TemporaryDirectory(prefix="errordb-build-") as scratch_name, replaced_dir(out, start_from=spare, keep_old=keep) as staging:
-                scratch = Path(scratch_name)
+            with scratch_dir("errordb-build-") as scratch, replaced_dir(out, start_from=spare, keep_old=keep) as staging:
                 (scratch / "entries").mkdir()
                 (scratch / "windows").mkdir()
                 work = sqlite3.connect(scratch / "work.sqlite")

@@ -596,3 +596,31 @@ def test_the_environment_reads_dict_fields_as_jinja2_does():
     assert template.render(d={"name": "x", "other": 1}) == "x 2 x"
     with pytest.raises(jinja2.UndefinedError):
         ours.from_string("{{ d.missing }}").render(d={})
+
+
+def test_scratch_folders_of_dead_builds_are_removed_and_nothing_else(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+    import tempfile
+
+    from errordb.atomic import scratch_dir
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    dead = tmp / f"errordb-build-{gone}-abc"
+    (dead / "entries").mkdir(parents=True)
+    live = tmp / f"errordb-build-{os.getppid()}-def"  # the process that started the tests
+    live.mkdir()
+    other = tmp / f"errordb-repro-{gone}-ghi"  # another prefix
+    other.mkdir()
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep").write_text("x")
+    (tmp / f"errordb-build-{gone}-link").symlink_to(victim, target_is_directory=True)
+    with scratch_dir("errordb-build-") as scratch:
+        assert scratch.parent == tmp and scratch.name.startswith(f"errordb-build-{os.getpid()}-") and scratch.is_dir()
+        (scratch / "work.sqlite").write_text("")
+    assert not dead.exists() and not scratch.exists()
+    assert live.is_dir() and other.is_dir() and (victim / "keep").exists() and (tmp / f"errordb-build-{gone}-link").is_symlink()

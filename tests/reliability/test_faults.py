@@ -205,8 +205,11 @@ def _kill_folder_loop(args_for, out: Path, states: dict[str, str], rng: random.R
     return outcomes
 
 
-def test_kill_9_during_build_leaves_the_old_or_the_new_site(data, tmp_path, figures):
+def test_kill_9_during_build_leaves_the_old_or_the_new_site(data, tmp_path, figures, monkeypatch):
     site = tmp_path / "site"
+    scratch = tmp_path / "tmp"  # where the builds' scratch folders go (one file per task)
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
     states = {}
     for name in ("new", "old"):  # old last: it is the folder each kill starts from
         assert run_process("build", "--db", data["dbs"][f"small-{name}"], "--out", site, "-q").returncode == 0
@@ -216,8 +219,14 @@ def test_kill_9_during_build_leaves_the_old_or_the_new_site(data, tmp_path, figu
         # Every other run --incremental: it hard-links unchanged pages from the old site.
         return ["build", "--db", data["dbs"]["small-new"], "--out", site, "-q", *(["--incremental"] if number % 2 else [])]
 
-    outcomes = _kill_folder_loop(args, site, states, random.Random(SEED + 2), KILLS)
+    def count_scratch(outcomes: Counter) -> None:
+        outcomes["scratch folders left"] = max(outcomes["scratch folders left"], len(list(scratch.glob("errordb-build-*"))))
+
+    outcomes = _kill_folder_loop(args, site, states, random.Random(SEED + 2), KILLS, check=count_scratch)
     assert outcomes["killed"] >= KILLS // 2, outcomes
+    # Killed builds leave their scratch folders; the next complete one removes them.
+    assert outcomes["scratch folders left"] > 0 or KILLS < 10, outcomes
+    assert list(scratch.glob("errordb-build-*")) == []
     figures.add(
         "kill -9 during build",
         f"`errordb build` of 15 records over the site of 12 (a run takes {outcomes['seconds']:.2f} s), every other run "
