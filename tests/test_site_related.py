@@ -6,7 +6,7 @@ import importlib.util
 import sqlite3
 
 import pytest
-from helpers import ALL_IDS, RECORDS, REPO, BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR, copy_records, envelope, write_envelope
+from helpers import ALL_IDS, BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR, RECORDS, REPO, copy_records, envelope, write_envelope
 
 from errordb import site_related as R
 from errordb.store import ingest
