@@ -111,12 +111,8 @@ def _clean_up_after_killed_runs(target: Path) -> None:
     Only folders whose process is gone are touched (the pid is in the name), so two runs at
     once never remove each other's work.
     """
-    pattern = re.compile(rf"^\.{re.escape(target.name)}\.(new|old)-(\d+)-")
-    dead: list[tuple[str, Path]] = []
-    for entry in target.parent.iterdir():
-        found = pattern.match(entry.name)
-        if found and entry.is_dir() and not entry.is_symlink() and not process_alive(int(found.group(2))):
-            dead.append((found.group(1), entry))
+    pattern = re.compile(rf"^\.{re.escape(target.name)}\.(new|old)-(?P<pid>\d+)-")
+    dead = [(found.group(1), entry) for found, entry in _left_by_dead_processes(target.parent, pattern)]
     olds = sorted((p for kind, p in dead if kind == "old"), key=lambda p: p.stat().st_mtime)
     if olds and not target.exists():
         os.rename(olds.pop(), target)  # the newest old folder is the last complete output
@@ -131,21 +127,27 @@ def scratch_dir(prefix: str) -> Iterator[Path]:
 
     A process killed in the block (``kill -9``, a lost machine) cannot remove its folder, and
     a site build's scratch holds files for every batch of pages (1.2 GB at a million records,
-    measured), so first
-    the folders of this prefix whose process is gone are removed: only plain folders of this
-    user, never one behind a link, never a live process's.
+    measured), so first the folders of this prefix whose process is gone are removed: only
+    this user's, in a temporary folder other users share.
     """
-    base = Path(tempfile.gettempdir())
-    pattern = re.compile(rf"^{re.escape(prefix)}(\d+)-")
+    pattern = re.compile(rf"^{re.escape(prefix)}(?P<pid>\d+)-")
     with contextlib.suppress(OSError):
-        for entry in base.iterdir():
-            found = pattern.match(entry.name)
-            if not found or entry.is_symlink() or not entry.is_dir() or process_alive(int(found.group(1))):
-                continue
+        for _, entry in _left_by_dead_processes(Path(tempfile.gettempdir()), pattern):
             if entry.lstat().st_uid == os.getuid():
                 shutil.rmtree(entry, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix=f"{prefix}{os.getpid()}-") as name:
         yield Path(name)
+
+
+def _left_by_dead_processes(folder: Path, pattern: re.Pattern[str]) -> list[tuple[re.Match[str], Path]]:
+    """The plain folders in ``folder`` (never one behind a link) whose name ``pattern`` matches
+    with the ``pid`` of a process that is gone: what a killed run left."""
+    found = []
+    for entry in folder.iterdir():
+        match = pattern.match(entry.name)
+        if match and entry.is_dir() and not entry.is_symlink() and not process_alive(int(match.group("pid"))):
+            found.append((match, entry))
+    return found
 
 
 def process_alive(pid: int) -> bool:

@@ -180,7 +180,7 @@ def candidate_ids(
     add(r[0] for r in same_file)
     trace.append(("file", f"{record['repo']}\0{record['filePath']}", None, same_file[-1][1] if len(same_file) > PER_SOURCE else None))
     rowids: list[int] = []
-    for ring, position in ring_questions(record, tags):
+    for ring, position in batch.questions(record, tags) if batch is not None else ring_questions(record, tags):
         if ring.kind != "words":
             add(_around(conn, ring, position, trace, batch))
             continue
@@ -287,6 +287,7 @@ class Batch:
         self.same_file: dict[tuple[str, str], list[Any]] = {}
         self._last = {"rowid": record_rowid(last), "record_id": last}
         self._shared: set[tuple[str, str]] = set()
+        self._planned: dict[str, list[tuple[Ring, Any]]] = {}
         self._ahead: dict[tuple[str, str], tuple[Any, list[Any], list[Any]]] = {}
         self._heads: dict[tuple[str, str], list[Any]] = {}
 
@@ -294,11 +295,17 @@ class Batch:
         """Note the questions of the batch's pages (record, tags), to read shared ones once."""
         seen: set[tuple[str, str]] = set()
         for record, tags in records:
-            for ring, _ in ring_questions(record, tags):
+            questions = self._planned[record["id"]] = ring_questions(record, tags)
+            for ring, _ in questions:
                 key = (ring.kind, ring.name)
                 if key in seen:
                     self._shared.add(key)
                 seen.add(key)
+
+    def questions(self, record: dict[str, Any], tags: list[str]) -> list[tuple[Ring, Any]]:
+        """:func:`ring_questions` of ``record``, as :meth:`plan` made them when it saw the record."""
+        planned = self._planned.get(record["id"])
+        return planned if planned is not None else ring_questions(record, tags)
 
     def after(self, conn: sqlite3.Connection, ring: Ring, position: Any) -> list[Any] | None:
         """The first :data:`PER_SOURCE` rows after ``position`` (None: ask SQLite)."""
