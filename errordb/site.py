@@ -735,7 +735,7 @@ class _Renderer:
         target.parent.mkdir(parents=True, exist_ok=True)
         # Replaced, not written into, where a file is there already: in the spare, or linked from
         # the live site by a listing task that then had to render after all.
-        put_file(target, data, self.config.in_place or target.exists())
+        put_file(target, data, self.config.in_place)
         self.entries.append(("/".join(path), key, hashlib.sha256(data).hexdigest()))
 
 
@@ -788,11 +788,16 @@ def _part_number(name: str) -> int:
 
 
 def put_file(target: Path, data: bytes, replace: bool) -> None:
-    """Write ``data`` to ``target``; with ``replace``, as a new file renamed over the old one,
-    never into it (in a spare, a file may be a hard link to the live site's)."""
+    """Write ``data`` to ``target`` as a new file; with ``replace``, or where a file is there
+    already, as a new file renamed over the old one, never into it (in a spare, a file may be
+    a hard link to the live site's)."""
     if not replace:
-        target.write_bytes(data)
-        return
+        try:
+            with open(target, "xb") as handle:  # made here, or there already (not asked first: a page's stat)
+                handle.write(data)
+            return
+        except FileExistsError:
+            pass
     temporary = target.with_name(f".{target.name}.new")
     temporary.write_bytes(data)
     os.replace(temporary, target)
@@ -845,7 +850,7 @@ def _copy_static(templates: Path, staging: Path) -> list[tuple[str, str, str]]:
             data = source.read_bytes()
             target = output_path(staging, ("static", source.name))
             target.parent.mkdir(parents=True, exist_ok=True)
-            put_file(target, data, target.exists())
+            put_file(target, data, False)
             digest = hashlib.sha256(data).hexdigest()
             entries.append((f"static/{source.name}", digest, digest))
     return entries
@@ -861,7 +866,7 @@ def _write_small(staging: Path, path: tuple[str, ...], text: str) -> tuple[str, 
     data = text.encode("utf-8")
     target = output_path(staging, path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    put_file(target, data, target.exists())
+    put_file(target, data, False)
     digest = hashlib.sha256(data).hexdigest()
     return ("/".join(path), digest, digest)
 

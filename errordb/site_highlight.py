@@ -1,4 +1,5 @@
-"""Syntax colouring for the static site, done once at build time with Pygments.
+"""Syntax colouring for the static site, done once at build time (Python by
+:mod:`errordb.site_lexing`, shell by Pygments).
 
 The output is our own markup, not Pygments' ``HtmlFormatter``: one ``<span class="line">`` per
 source line, so that every line can carry its real file line number (``data-n``, shown by CSS and
@@ -17,27 +18,20 @@ from html import escape
 
 from markupsafe import Markup
 from pygments.lexer import Lexer
-from pygments.lexers import BashLexer, PythonLexer, TextLexer
+from pygments.lexers import BashLexer, TextLexer
 from pygments.token import STANDARD_TYPES, _TokenType
 
-from errordb.site_lexing import JoinedRegexLexer
-
 from errordb.render import reveal_invisible
+from errordb.site_lexing import python_lines
 
 #: Languages the site colours; anything else is shown as plain text.
 LANGUAGES = ("python", "shell", "text")
-
-
-class _FastPythonLexer(JoinedRegexLexer, PythonLexer):
-    """Pygments' Python lexer, its tokens found faster (most pages are one Python snippet)."""
 
 
 @functools.cache
 def _lexer(language: str) -> Lexer:
     # stripnl=False keeps leading blank lines, which would otherwise shift every line number.
     options = {"stripnl": False, "stripall": False, "ensurenl": False}
-    if language == "python":
-        return _FastPythonLexer(**options)
     if language == "shell":
         return BashLexer(**options)
     return TextLexer(**options)
@@ -52,7 +46,7 @@ def _css_class(token_type: _TokenType) -> str:
 
 
 @functools.lru_cache(maxsize=4096)
-def _highlighted(source: str, language: str) -> tuple[Markup, ...]:
+def _highlighted(source: str, language: str) -> tuple[str, ...]:
     # Records of one file or one template share snippets (example fixes, validation code):
     # lexing is the costly part of a page, so each distinct text is lexed once per process.
     return tuple(_highlight(source, language))
@@ -60,27 +54,29 @@ def _highlighted(source: str, language: str) -> tuple[Markup, ...]:
 
 def highlight_lines(source: str, language: str = "python") -> list[Markup]:
     """The coloured HTML of each line of ``source`` (no trailing newline characters)."""
-    return list(_highlighted(source, language))
+    return [Markup(html) for html in _highlighted(source, language)]
 
 
-def _highlight(source: str, language: str) -> list[Markup]:
+def _highlight(source: str, language: str) -> list[str]:
+    """The HTML of each line (already escaped: plain strings, as a page has ~40 of them)."""
     if not source:
         return []
-    # Tokens become runs of one class; neighbours of one class are merged so pages stay small
-    # (a page per record, a million records). This loop runs once per token of every page, so
-    # it keeps the open run as a class and a list of pieces, and each line as finished HTML.
+    if language == "python":
+        text = _lexer_input(source)
+        lines = python_lines(text)
+        # A source ending in "\n" does not have an extra, empty last line.
+        if text.endswith("\n") and len(lines) > 1 and not lines[-1]:
+            lines.pop()
+        return lines
+    # Shell and plain text, by Pygments (few pages have any). Tokens become runs of one class;
+    # neighbours of one class are merged so pages stay small.
     lines: list[str] = []
     line: list[str] = []  # the current line's finished runs, as HTML
     run_css: str | None = None  # the open run's class (None: the line has no run yet)
     run: list[str] = []  # the open run's text
-    classes = _CLASSES
-    if len(_RUN_HTML) > _RUN_HTML_MOST:
-        _RUN_HTML.clear()  # bounded: one worker may colour a million pages
     lexer = _lexer(language if language in LANGUAGES else "text")
     for _, token_type, value in lexer.get_tokens_unprocessed(_lexer_input(source)):
-        css = classes.get(token_type)
-        if css is None:
-            css = classes[token_type] = _css_class(token_type)
+        css = _css_class(token_type)
         for index, piece in enumerate(value.split("\n")) if "\n" in value else ((0, value),):
             if index:  # a new line: close the open run and the line
                 if run_css is not None:
@@ -101,7 +97,7 @@ def _highlight(source: str, language: str) -> list[Markup]:
     # A source ending in "\n" does not have an extra, empty last line (a run is never empty).
     if source.endswith("\n") and len(lines) > 1 and not lines[-1]:
         lines.pop()
-    return [Markup(html) for html in lines]
+    return lines
 
 
 def _lexer_input(source: str) -> str:
@@ -110,24 +106,11 @@ def _lexer_input(source: str) -> str:
     return source.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 
-#: Token type -> CSS class, filled as types are met (a dict lookup beats a cached call).
-_CLASSES: dict[_TokenType, str] = {}
-#: (class, text) -> a run's HTML: keywords, punctuation and common names recur on every page.
-_RUN_HTML: dict[tuple[str, str], str] = {}
-_RUN_HTML_MOST = 65536
-
-
 def _run_html(css: str, text: str) -> str:
-    html = _RUN_HTML.get((css, text))
-    if html is not None:
-        return html
     # Bidi controls would make the browser draw the code in another order than it runs
     # ("Trojan Source"): shown as <U+XXXX>, as on the terminal.
     escaped = escape(reveal_invisible(text), quote=False)
-    html = f'<span class="{css}">{escaped}</span>' if css and css != "w" else escaped
-    if len(text) <= 32:
-        _RUN_HTML[css, text] = html
-    return html
+    return f'<span class="{css}">{escaped}</span>' if css and css != "w" else escaped
 
 
 def code_block(
@@ -146,7 +129,7 @@ def code_block(
     ``label`` names the block for screen readers.
     """
     out = []
-    for offset, html in enumerate(highlight_lines(source, language)):
+    for offset, html in enumerate(_highlighted(source, language)):
         number = first_line + offset if first_line is not None else None
         classes = "line"
         attributes = ""

@@ -1,339 +1,297 @@
-"""Pygments' lexers, driven faster: one regex match per token instead of one per rule tried.
+"""Python source coloured for the site: one regex pass over a snippet, then each line's HTML.
 
-A Pygments ``RegexLexer`` tries each rule of its current state in turn, a Python call per rule,
-until one matches; Python's lexer has dozens of rules in its main state, so a 37-line snippet
-costs thousands of calls, which made lexing most of the site build's time. Python's ``re`` tries
-the branches of an alternation in order and takes the first that matches, which is the same
-rule, so here each state's rules are joined into one pattern ``(?:(rule1)|(rule2)|...)`` and
-the number of the outer group that matched says which rule won. The tokens are Pygments' own
-(the same rules, actions and state changes; ``tests/test_site_lexing.py`` compares them).
+Pygments' Python lexer (a state machine of dozens of rules, a regex match for each token tried
+rule by rule, ~1.5 µs a token here even with its rules joined) was a quarter of a full site
+build's CPU: a page is one 37-line snippet, ~370 tokens. The pages only tell apart what
+``templates/static/style.css`` colours: keywords, ``True``/``False``/``None``, names being
+defined, builtins, strings (with the fields of f-strings), numbers, comments, operators and
+decorators. One ``finditer`` over one pattern of those, a dictionary for the names and a few
+flags find them ~3x faster. Names, punctuation and white space, which nothing colours, are
+written without a span.
 
-A state is left to Pygments' rule-by-rule loop when joining could change what its rules mean:
-rules compiled with different flags, back-references (their group numbers would shift), or a
-joined pattern that does not compile (a repeated group name, an inline flag mid-pattern).
+The classes are Pygments' short names (``k``, ``kc``, ``nf``, ``s2``, ``si``, ``c1``...), so
+the page markup and the CSS are those of the rest of the site (shell snippets are still
+coloured by Pygments). ``tests/test_site_lexing.py`` checks, over real source files, that
+almost every character gets the colour Pygments would give it; where they differ this module
+decided on purpose (a builtin Pygments' list lacks, such as ``exec``; a format spec's text).
+The word lists are written out here, not read from the running Python, so that every machine
+builds the same pages.
 
-Joining alone halves the time: ``re`` still walks every branch. So each state also has one
-joined pattern per ASCII character, holding only the rules that can match text starting with
-that character (:func:`_first_chars` reads it from the rule's parse tree); any doubt keeps a
-rule in, so dropping rules never changes which one matches first. Other characters, and the
-end of the text, use the pattern of all the rules.
+The pattern is linear: no two alternatives can match the same text in overlapping ways, so
+nothing backtracks far. A string left open runs to the end of its line (one quote) or of the
+text (three quotes), as Python would report it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable
 
-from pygments.lexer import RegexLexer
-from pygments.token import Error, Whitespace, _TokenType
+from errordb.render import reveal_invisible
 
-# A back-reference by number or by name; "\\1" (an escaped backslash) is refused too, harmlessly.
-_BACKREFERENCE = re.compile(r"\\[1-9]|\(\?P=")
-# Flags for a whole pattern ("(?i)..."), which are only allowed at the start of the joined one.
-_LEADING_FLAGS = re.compile(r"^\(\?([aiLmsux]+)\)")
-_FLAG_LETTERS = {"a": re.A, "i": re.I, "L": re.L, "m": re.M, "s": re.S, "u": re.U, "x": re.X}
+_TOKEN = re.compile(
+    r"""
+    (?P<nl>\n)
+    |(?P<ws>[^\S\n]+)
+    |(?P<comment>\#[^\n]*)
+    |(?P<string>
+        (?P<prefix>[rRbBuUfFtT]{1,2})?
+        (?:\"\"\"(?:\\[\s\S]|[^\\])*?(?:\"\"\"|\Z)
+          |'''(?:\\[\s\S]|[^\\])*?(?:'''|\Z)
+          |"(?:\\[\s\S]|[^"\\\n])*(?:"|(?=\n)|\Z)
+          |'(?:\\[\s\S]|[^'\\\n])*(?:'|(?=\n)|\Z)))
+    |(?P<number>
+        0[xXoObB][0-9a-fA-F_]*
+        |(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)(?:[eE][+-]?[0-9][0-9_]*)?[jJ]?)
+    |(?P<name>[^\W\d]\w*)
+    |(?P<decorator>(?<![\w)\]}.])@[^\W\d]\w*)
+    |(?P<op>\*\*=?|//=?|>>=?|<<=?|->|:=|!=|[-+*/%&|^~<>=@]=?|\.)
+    |(?P<other>.)
+    """,
+    re.VERBOSE,
+)
 
+_KEYWORDS = ("assert async await break class continue def del elif else except finally for global if lambda "
+             "nonlocal pass raise return try while with yield as").split()  # fmt: skip
+_BUILTINS = ("__import__ abs aiter all anext any ascii bin bool breakpoint bytearray bytes callable chr classmethod "
+             "compile complex delattr dict dir divmod enumerate eval exec filter float format frozenset getattr "
+             "globals hasattr hash hex id input int isinstance issubclass iter len list locals map max memoryview "
+             "min next object oct open ord pow print property range repr reversed round set setattr slice sorted "
+             "staticmethod str sum super tuple type vars zip").split()  # fmt: skip
+_EXCEPTIONS = ("ArithmeticError AssertionError AttributeError BaseException BaseExceptionGroup BlockingIOError "
+               "BrokenPipeError BufferError BytesWarning ChildProcessError ConnectionAbortedError ConnectionError "
+               "ConnectionRefusedError ConnectionResetError DeprecationWarning EOFError EncodingWarning "
+               "EnvironmentError Exception ExceptionGroup FileExistsError FileNotFoundError FloatingPointError "
+               "FutureWarning GeneratorExit IOError ImportError ImportWarning IndentationError IndexError "
+               "InterruptedError IsADirectoryError KeyError KeyboardInterrupt LookupError MemoryError "
+               "ModuleNotFoundError NameError NotADirectoryError NotImplementedError OSError OverflowError "
+               "PendingDeprecationWarning PermissionError ProcessLookupError PythonFinalizationError "
+               "RecursionError ReferenceError ResourceWarning RuntimeError RuntimeWarning StopAsyncIteration "
+               "StopIteration SyntaxError SyntaxWarning SystemError SystemExit TabError TimeoutError TypeError "
+               "UnboundLocalError UnicodeDecodeError UnicodeEncodeError UnicodeError UnicodeTranslateError "
+               "UnicodeWarning UserWarning ValueError Warning WindowsError ZeroDivisionError").split()  # fmt: skip
+#: Special methods (the data model's), coloured like a name being defined wherever they appear.
+_MAGIC_METHODS = frozenset(
+    ("abs add aenter aexit aiter and anext await bool buffer bytes call ceil class_getitem complex contains "
+     "copy deepcopy del delattr delete delitem dir divmod enter eq exit float floor floordiv format fspath ge "
+     "get getattr getattribute getitem getnewargs getstate gt hash iadd iand ifloordiv ilshift imatmul imod "
+     "imul index init init_subclass instancecheck int invert ior ipow irshift isub iter itruediv ixor le len "
+     "length_hint lshift lt matmul missing mod mul ne neg new next or pos pow prepare radd rand rdivmod reduce "
+     "reduce_ex release_buffer repr reversed rfloordiv rlshift rmatmul rmod rmul ror round rpow rrshift "
+     "rshift rsub rtruediv rxor set set_name setattr setitem setstate sizeof str sub subclasscheck "
+     "subclasshook truediv trunc xor").split()  # fmt: skip
+)
+_MAGIC_METHODS = frozenset(f"__{name}__" for name in _MAGIC_METHODS)
 
-def _outer_flags(pattern: re.Pattern[str]) -> int:
-    """The flags ``pattern`` was compiled with, less those its own leading ``(?i)`` sets."""
-    flags = _LEADING_FLAGS.match(pattern.pattern)
-    own = sum(_FLAG_LETTERS[letter] for letter in set(flags.group(1))) if flags else 0
-    return pattern.flags & ~own
-
-
-def _scoped(pattern: str) -> str:
-    """``pattern`` with leading global flags made local to it: ``(?i)ab`` -> ``(?i:ab)``."""
-    flags = _LEADING_FLAGS.match(pattern)
-    return f"(?{flags.group(1)}:{pattern[flags.end():]})" if flags else pattern
-
-
-class _JoinedState:
-    """One state's rules as one pattern.
-
-    ``owner[g]`` is the outer group of the rule holding group ``g``; ``rules[outer]`` its rule.
-    """
-
-    __slots__ = ("match", "rules", "owner", "rule_of", "by_char")
-
-    def __init__(self, match: Any, rules: dict[int, tuple[Any, Any, Any]], owner: dict[int, int]):
-        self.match = match
-        self.rules = rules
-        self.owner = owner
-        #: group -> (its outer group, that rule): the lexer's loop reads both in one lookup.
-        self.rule_of = {group: (outer, *rules[outer]) for group, outer in owner.items()}
-        self.by_char: dict[str, _JoinedState] = {}  # on a state's whole pattern: see _ByChar
-
-    def winner(self, m: re.Match[str]) -> int:
-        """The outer group of the rule that matched."""
-        # ``lastindex`` is a group of the matching branch (a failed branch's groups are reset),
-        # though not always its outer one (repeats inside it can leave an inner one last).
-        outer = self.owner[m.lastindex]  # type: ignore[index]
-        if m.end(outer) == m.end():
-            return outer
-        return next(g for g in self.rules if m.start(g) != -1)  # pragma: no cover - the check above
-
-
-def _join(rules: list[tuple[Any, Any, Any]]) -> _JoinedState | None:
-    """The state's rules as one pattern, with one pattern per first character; None: cannot."""
-    patterns = [rexmatch.__self__ for rexmatch, _, _ in rules]
-    flags = {_outer_flags(p) for p in patterns}
-    if len(flags) != 1 or any(_BACKREFERENCE.search(p.pattern) for p in patterns):
-        return None
-    flag = flags.pop()
-    whole = _compile(rules, flag)
-    if whole is not None:
-        whole.by_char = _ByChar(rules, flag, whole)
-    return whole
-
-
-class _ByChar(dict):
-    """A state's pattern for each first character, compiled when that character is first met.
-
-    Lazily, because compiling all of them for every state costs seconds, and a build of a few
-    pages meets few states and characters.
-    """
-
-    def __init__(self, rules: list[tuple[Any, Any, Any]], flags: int, whole: _JoinedState):
-        super().__init__()
-        self.rules, self.flags, self.whole = rules, flags, whole
-        self.firsts: list[frozenset[str] | None] | None = None
-        self.shared: dict[tuple[int, ...], _JoinedState] = {}
-
-    def __missing__(self, char: str) -> _JoinedState:
-        if len(char) != 1 or char not in _ASCII:
-            state = self.whole  # the end of the text, or a character the first sets do not cover
-        else:
-            if self.firsts is None:
-                self.firsts = [_first_chars(rexmatch.__self__.pattern, rexmatch.__self__.flags) for rexmatch, _, _ in self.rules]
-            chosen = tuple(n for n, first in enumerate(self.firsts) if first is None or char in first)
-            if chosen not in self.shared:
-                self.shared[chosen] = _compile([self.rules[n] for n in chosen], self.flags) or self.whole
-            state = self.shared[chosen]
-        self[char] = state
-        return state
-
-
-def _compile(rules: list[tuple[Any, Any, Any]], flags: int) -> _JoinedState | None:
-    if not rules:
-        return _JoinedState(_never, {}, {})
-    patterns = [rexmatch.__self__.pattern for rexmatch, _, _ in rules]
-    try:
-        joined = re.compile("|".join(f"(?P<_rule{n}>{_scoped(p)})" for n, p in enumerate(patterns)), flags)
-    except (re.error, TypeError):
-        return None
-    outers = [joined.groupindex[f"_rule{n}"] for n in range(len(rules))]
-    owner = {group: outer for outer, following in zip(outers, [*outers[1:], joined.groups + 1]) for group in range(outer, following)}
-    return _JoinedState(joined.match, dict(zip(outers, rules)), owner)
-
-
-def _never(text: str, position: int) -> None:
-    return None
-
-
-# First characters ------------------------------------------------------------------------------
-
-_ASCII = frozenset(map(chr, range(128)))
-
-
-def _first_chars(pattern: str, flags: int) -> frozenset[str] | None:
-    """The ASCII characters a match of ``pattern`` can start with; None when unsure or it can be empty.
-
-    A superset is always safe (a rule is then merely tried when it cannot match), so anything
-    this does not understand answers None.
-    """
-    try:
-        from re import _parser  # the stdlib's own regex parser (private, hence the guard)
-
-        tree = _parser.parse(pattern, flags)
-        first, nullable = _sequence(list(tree), bool(tree.state.flags & re.IGNORECASE))
-    except Exception:  # noqa: BLE001 - any surprise means "unsure", never a wrong answer
-        return None
-    return None if nullable or first is None else frozenset(first)
-
-
-def _sequence(items: list[Any], ignore_case: bool) -> tuple[set[str] | None, bool]:
-    """(first characters, can match empty) of a sequence of parse-tree items."""
-    first: set[str] = set()
-    for op, value in items:
-        name = str(op)
-        if name in ("AT", "ASSERT", "ASSERT_NOT"):
-            continue  # zero width: they only narrow what follows, so ignoring them is a superset
-        if name == "LITERAL":
-            chars = _case(chr(value), ignore_case)
-            return (None, False) if chars is None else (first | chars, False)
-        if name == "IN":
-            chars = _in(value, ignore_case)
-            return (None, False) if chars is None else (first | chars, False)
-        if name in ("SUBPATTERN", "ATOMIC_GROUP"):
-            if name == "SUBPATTERN":
-                _, add, remove, body = value
-                inner = (ignore_case or bool(add & re.IGNORECASE)) and not remove & re.IGNORECASE
-            else:
-                body, inner = value, ignore_case
-            chars, nullable = _sequence(list(body), inner)
-        elif name == "BRANCH":
-            chars, nullable = set(), False
-            for branch in value[1]:
-                part, empty = _sequence(list(branch), ignore_case)
-                if part is None:
-                    return None, False
-                chars |= part
-                nullable = nullable or empty
-        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
-            low, _, body = value
-            chars, nullable = _sequence(list(body), ignore_case)
-            nullable = nullable or low == 0
-        else:
-            return None, False  # ANY, NOT_LITERAL, group references...: unsure
-        if chars is None:
-            return None, False
-        first |= chars
-        if not nullable:
-            return first, False
-    return first, True
-
-
-def _case(char: str, ignore_case: bool) -> set[str] | None:
-    if not ignore_case:
-        return {char} & _ASCII
-    if char not in _ASCII:
-        return None  # a non-ASCII letter may fold to an ASCII one (the Kelvin sign and k)
-    return {char.lower(), char.upper()}
-
-
-def _in(items: list[Any], ignore_case: bool) -> set[str] | None:
-    """The ASCII characters a ``[...]`` set matches."""
-    negate = False
-    chars: set[str] = set()
-    for op, value in items:
-        name = str(op)
-        if name == "NEGATE":
-            negate = True
-        elif name == "LITERAL":
-            found = _case(chr(value), ignore_case)
-            if found is None:
-                return None
-            chars |= found
-        elif name == "RANGE":
-            low, high = value
-            if ignore_case and high >= 128:
-                return None
-            for code in range(low, min(high, 127) + 1):
-                chars |= _case(chr(code), ignore_case) or set()
-        elif name == "CATEGORY":
-            test = _CATEGORIES.get(str(value))
-            if test is None:
-                return None
-            chars |= {c for c in _ASCII if test.fullmatch(c)}
-        else:
-            return None
-    return set(_ASCII - chars) if negate else chars
-
-
-_CATEGORIES = {
-    f"CATEGORY_{name}": re.compile(escape)
-    for name, escape in (("DIGIT", r"\d"), ("NOT_DIGIT", r"\D"), ("SPACE", r"\s"), ("NOT_SPACE", r"\S"), ("WORD", r"\w"), ("NOT_WORD", r"\W"))
+#: Name -> class, for the names coloured wherever they stand (but after a dot).
+_NAMES = {
+    **dict.fromkeys(_BUILTINS, "nb"),
+    **dict.fromkeys(_EXCEPTIONS, "ne"),
+    **dict.fromkeys(("self", "cls", "Ellipsis", "NotImplemented"), "bp"),
+    **dict.fromkeys(_KEYWORDS, "k"),
+    **dict.fromkeys(("and", "or", "not", "in", "is"), "ow"),
+    **dict.fromkeys(("True", "False", "None"), "kc"),
+    **dict.fromkeys(("import", "from"), "kn"),
+    **dict.fromkeys(_MAGIC_METHODS, "fm"),
+}
+#: After ``def``/``class``, the next name is the one being defined.
+_DEFINES = {"def": "nf", "class": "nc"}
+_NAMES.update(dict.fromkeys(_DEFINES, "k"))
+#: Classes of the names that stay coloured after a dot (``x.__init__``, ``x.if`` is no Python).
+_AFTER_DOT = {"fm", "k", "ow", "kc", "kn"}
+#: ``match`` and ``case`` are keywords at the head of a statement, followed by their subject.
+_SOFT_KEYWORDS = {"match", "case"}
+_NO_SUBJECT = re.compile(r"[ \t]*(?:[:,;=^&|@~)\]}.]|(?:" + "|".join(_KEYWORDS + ["and", "or", "not", "in", "is"]) + r")\b|\n|\Z)")
+#: In an f-string, a field's expression ends at one of these (outside brackets and strings).
+_FIELD_END = re.compile(r"""[{}()\[\]'"!:=]""")
+_BRACES = re.compile(r"\{\{|\}\}|[{}]")
+#: The HTML of each operator the pattern can match.
+_OPERATORS = {
+    op: f'<span class="o">{op.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")}</span>'
+    for op in ["**", "//", ">>", "<<", "->", ":=", "!=", "."] + [c + eq for c in "-+*/%&|^~<>=@" for eq in ("", "=")] + ["**=", "//=", ">>=", "<<="]
 }
 
-
-class JoinedRegexLexer(RegexLexer):
-    """Mix in before a ``RegexLexer`` subclass: the same tokens, from joined state patterns."""
-
-    def get_tokens_unprocessed(self, text: str, stack: tuple[str, ...] = ("root",)) -> Iterator[tuple[int, Any, str]]:  # type: ignore[override]
-        # This mirrors RegexLexer.get_tokens_unprocessed; only the choice of the rule differs.
-        joined = self._joined_states()
-        tokendefs = self._tokens
-        position = 0
-        statestack = list(stack)
-        current = joined[statestack[-1]]
-        statetokens = tokendefs[statestack[-1]]
-        while True:
-            matched = False
-            if current is not None:
-                state = current.by_char[text[position : position + 1]]
-                m = state.match(text, position)
-                if m is not None:
-                    matched = True
-                    # winner(), inlined: this runs once per token of every page.
-                    outer, rexmatch, action, new_state = state.rule_of[m.lastindex]
-                    if m.end(outer) != m.end():  # pragma: no cover - see winner()
-                        rexmatch, action, new_state = state.rules[state.winner(m)]
-                    if type(action) is _TokenType:
-                        yield position, action, m.group()
-                    else:
-                        m = rexmatch(text, position)  # the rule's own match: actions read its groups
-                        if action is not None:
-                            yield from action(self, m)
-                    position = m.end()
-            else:
-                for rexmatch, action, new_state in statetokens:
-                    m = rexmatch(text, position)
-                    if m:
-                        matched = True
-                        if action is not None:
-                            if type(action) is _TokenType:
-                                yield position, action, m.group()
-                            else:
-                                yield from action(self, m)
-                        position = m.end()
-                        break
-            if matched:
-                if new_state is not None:
-                    _change_state(statestack, new_state)
-                    current = joined[statestack[-1]]
-                    statetokens = tokendefs[statestack[-1]]
-                continue
-            # No rule matched: Pygments' fallback (a newline resets to "root", else one Error char).
-            if position >= len(text):
-                break
-            if text[position] == "\n":
-                statestack = ["root"]
-                current = joined["root"]
-                statetokens = tokendefs["root"]
-                yield position, Whitespace, "\n"
-            else:
-                yield position, Error, text[position]
-            position += 1
-
-    @classmethod
-    def _joined_states(cls) -> dict[str, _JoinedState | None]:
-        joined = cls.__dict__.get("_joined")
-        if joined is None:
-            joined = cls._joined = _States(cls._tokens)
-        return joined
-
-
-class _States(dict):
-    """State name -> its joined patterns (None: Pygments' loop), joined when first entered."""
-
-    def __init__(self, tokendefs: dict[str, list[tuple[Any, Any, Any]]]):
-        super().__init__()
-        self.tokendefs = tokendefs
-
-    def __missing__(self, name: str) -> _JoinedState | None:
-        state = self[name] = _join(self.tokendefs[name])
-        return state
-
-
-def _change_state(statestack: list[str], new_state: Any) -> None:
-    """Apply a rule's state change to the stack, as Pygments does."""
-    if isinstance(new_state, tuple):
-        for state in new_state:
-            if state == "#pop":
-                if len(statestack) > 1:
-                    statestack.pop()
-            elif state == "#push":
-                statestack.append(statestack[-1])
-            else:
-                statestack.append(state)
-    elif isinstance(new_state, int):
-        # Pop, but keep at least one state on the stack.
-        if abs(new_state) >= len(statestack):
-            del statestack[1:]
+def python_lines(source: str) -> list[str]:
+    """The HTML of each line of Python ``source`` (``\\n`` line ends), escaped and coloured."""
+    # One loop over the tokens, each turned into HTML where it is found: this runs for every
+    # token of every page. Text that nothing colours is written as it is (names and white space
+    # need no escaping in an ASCII snippet).
+    plain = source.isascii()  # invisible characters (shown as <U+XXXX>) are never ASCII
+    show = _escape if plain else _escape_visible
+    lines: list[str] = []
+    line: list[str] = []  # the current line's HTML so far
+    defining = None  # "nf"/"nc" right after def/class
+    after_dot = False  # a name right after "." is an attribute: not a builtin
+    importing = False  # module paths after import/from: uncoloured, their dots too
+    head = True  # nothing but white space on this line so far (for match/case)
+    for token in _TOKEN.finditer(source):
+        kind = token.lastgroup
+        text = token.group()
+        if kind == "ws":
+            line.append(text if plain else show(text))  # U+2028 is white space, and invisible
+            continue
+        if kind == "name":
+            css = _NAMES.get(text)
+            if defining is not None:
+                css = css if css == "fm" else defining
+            elif importing:
+                css = css if css in ("kn", "k", "fm") else None
+            elif after_dot:
+                css = css if css in _AFTER_DOT else None
+            elif css is None and text in _SOFT_KEYWORDS and head and not _NO_SUBJECT.match(source, token.end()):
+                css = "k"
+            defining = _DEFINES.get(text) if css == "k" and not after_dot else None
+            importing = importing or (css == "kn" and head)  # not "raise ... from None"
+            after_dot = head = False
+            line.append(text if css is None else f'<span class="{css}">{text}</span>')  # \w only: nothing to escape
+            continue
+        defining = None
+        after_dot = text == "."
+        head = kind == "nl"
+        if kind == "nl":
+            importing = False
+            lines.append("".join(line))
+            line.clear()
+        elif kind == "op":
+            line.append(_OPERATORS[text] if not (importing and after_dot) else text)
+        elif kind == "other":
+            line.append(show(text))
+        elif kind != "string":
+            line.append(f'<span class="{_CLASS[kind]}">{show(text)}</span>')
         else:
-            del statestack[new_state:]
-    elif new_state == "#push":
-        statestack.append(statestack[-1])
-    else:  # pragma: no cover - Pygments' own check of a lexer's definition
-        raise AssertionError(f"wrong state def: {new_state!r}")
+            prefix = token.group("prefix") or ""
+            if not ("f" in prefix or "F" in prefix or "t" in prefix or "T" in prefix):
+                parts = _spans(_string_class(text, len(prefix)), text, show)
+            else:
+                parts = _fstring(text, len(prefix), show)
+            line.append(parts[0])
+            for part in parts[1:]:  # a string over several lines: its spans end with each line
+                lines.append("".join(line))
+                line.clear()
+                line.append(part)
+    lines.append("".join(line))
+    return lines
+
+
+_CLASS = {"comment": "c1", "number": "m", "decorator": "nd"}
+
+
+def _spans(css: str, text: str, show: Callable[[str], str]) -> list[str]:
+    """``text`` in spans of class ``css``, as the HTML of each of its lines."""
+    return [f'<span class="{css}">{show(part)}</span>' if part else "" for part in text.split("\n")]
+
+
+def _string_class(text: str, prefix: int) -> str:
+    return "s2" if text[prefix : prefix + 1] == '"' else "s1"
+
+
+class _Html:
+    """HTML lines made piece by piece (for f-strings, whose fields are Python again)."""
+
+    def __init__(self, show: Callable[[str], str]):
+        self.show = show
+        self.lines: list[list[str]] = [[]]
+
+    def add(self, css: str, text: str) -> None:
+        for index, part in enumerate(_spans(css, text, self.show)):
+            if index:
+                self.lines.append([])
+            self.lines[-1].append(part)
+
+    def python(self, source: str) -> None:
+        for index, part in enumerate(python_lines(source)):
+            if index:
+                self.lines.append([])
+            self.lines[-1].append(part)
+
+    def joined(self) -> list[str]:
+        return ["".join(parts) for parts in self.lines]
+
+
+def _fstring(text: str, prefix: int, show: Callable[[str], str]) -> list[str]:
+    """An f-string's HTML lines: its text as a string, each ``{field}`` as Python."""
+    out = _Html(show)
+    css = _string_class(text, prefix)
+    quote = text[prefix : prefix + 3] if text[prefix : prefix + 3] in ('"""', "'''") else text[prefix]
+    closed = len(text) >= prefix + 2 * len(quote) and text.endswith(quote)
+    body_end = len(text) - len(quote) if closed else len(text)
+    out.add("sa", text[:prefix])
+    out.add(css, text[prefix : prefix + len(quote)])
+    position = prefix + len(quote)
+    body = text[:body_end]
+    for brace in _BRACES.finditer(body, position):
+        if brace.start() < position:
+            continue  # inside a field already read
+        if brace.start() > position:
+            out.add(css, body[position : brace.start()])
+        if len(brace.group()) == 2:
+            out.add("se", brace.group())
+            position = brace.end()
+        elif brace.group() == "}":  # a lone "}": not Python, shown as it is
+            out.add(css, "}")
+            position = brace.end()
+        else:
+            position = _field(out, body, brace.end())
+    if position < len(body):
+        out.add(css, body[position:])
+    if closed:
+        out.add(css, quote)
+    return out.joined()
+
+
+def _field(out: _Html, body: str, start: int, nested: bool = False) -> int:
+    """The field that opens at ``body[start - 1]``, into ``out``: ``{``, its expression as
+    Python, then ``=``, ``!r`` and ``:spec`` as interpolation (a spec's own fields too, one
+    level deep, as Python allows), ``}``. Returns where the field ends."""
+    out.add("si", "{")
+    depth, position = 0, start
+    while True:
+        found = _FIELD_END.search(body, position)
+        if found is None:  # open to the end: all of it is expression
+            out.python(body[start:])
+            return len(body)
+        char, position = found.group(), found.end()
+        if char in "([{":
+            depth += 1
+        elif char in ")]" or (char == "}" and depth):
+            depth = max(depth - 1, 0)
+        elif char in "'\"":
+            string = _TOKEN.match(body, found.start())  # a string inside the expression: skip it
+            position = string.end() if string is not None else position
+        elif depth == 0 and (char == "}" or (char in "!:" and body[position : position + 1] != "=") or (char == "=" and _is_debug(body, found.start()))):
+            break
+    out.python(body[start : found.start()])
+    if char == "}":
+        out.add("si", "}")
+        return position
+    spec = position = found.start()
+    while position < len(body) and body[position] != "}":
+        if body[position] == "{" and not nested:
+            if position > spec:
+                out.add("si", body[spec:position])
+            position = spec = _field(out, body, position + 1, nested=True)
+        else:
+            position += 1
+    if position > spec:
+        out.add("si", body[spec:position])
+    if position < len(body):
+        out.add("si", "}")
+        position += 1
+    return position
+
+
+def _is_debug(body: str, equals: int) -> bool:
+    """Whether the ``=`` at ``equals`` ends a self-documenting field (``{x=}``, ``{x = !r}``)
+    rather than being part of ``==``, ``<=``, ``>=`` or ``!=``."""
+    after = body[equals + 1 :].lstrip(" ")[:1]
+    return body[equals - 1 : equals] not in ("=", "!", "<", ">") and after in ("}", "!", ":")
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _escape_visible(text: str) -> str:
+    # Bidi controls would make the browser draw the code in another order than it runs
+    # ("Trojan Source"): shown as <U+XXXX>, as on the terminal.
+    return _escape(reveal_invisible(text))

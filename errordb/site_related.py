@@ -91,34 +91,42 @@ class _Scorer:
         self.family, self.error_class = record.get("backgroundTag"), record["errorClass"]
         self.tags = frozenset(record_tags)
 
-    def __call__(self, other: dict[str, Any], other_tags: Iterable[str]) -> tuple[float, list[str]]:
+    def __call__(self, other: dict[str, Any], other_tags: Iterable[str], explain: bool = True) -> tuple[float, list[str]]:
+        """Points and reasons; without ``explain``, the same points and no reasons (a page
+        scores ~36 candidates and shows 5: their reasons are made for those only)."""
         points = 0.0
         reasons: list[str] = []
         same_place = self.repo == other["repo"] and self.file == other["filePath"]
         if same_place and self.function and self.function == other.get("function"):
             points += SAME_FUNCTION
-            reasons.append(f"same function ({self.function})")
+            if explain:
+                reasons.append(f"same function ({self.function})")
         elif same_place:
             points += SAME_FILE
-            reasons.append("same file")
+            if explain:
+                reasons.append("same file")
         if self.pattern == other["messagePattern"] or self.message == other["errorMessage"]:
             points += SAME_MESSAGE
-            reasons.append("same message")
+            if explain:
+                reasons.append("same message")
         else:
             mine, theirs = self.words, message_words(other["errorMessage"])
             if mine and theirs:
-                similarity = len(mine & theirs) / len(mine | theirs)
-                if similarity > 0:
+                shared_words = len(mine & theirs)
+                if shared_words:
+                    similarity = shared_words / (len(mine) + len(theirs) - shared_words)  # Jaccard
                     points += round(SIMILAR_WORDS * similarity, 1)
-                    if similarity >= 0.2:
+                    if explain and similarity >= 0.2:
                         reasons.append("similar message")
         if self.family and self.family == other.get("backgroundTag"):
             points += SAME_FAMILY
-            reasons.append("same failure family")
-        shared = self.tags.intersection(other_tags)
+            if explain:
+                reasons.append("same failure family")
+        shared = self.tags.intersection(other_tags) if self.tags else ()
         if shared:
             points += min(MAX_TAG_POINTS, SHARED_TAG * len(shared))
-            reasons.append("tags: " + ", ".join(sorted(shared)[:3]))
+            if explain:
+                reasons.append("tags: " + ", ".join(sorted(shared)[:3]))
         # A shared class alone relates nothing (every ValueError would be related); it only breaks ties.
         if points and self.error_class == other["errorClass"]:
             points += SAME_CLASS
@@ -132,13 +140,13 @@ def rank(record: dict[str, Any], candidates: Iterable[dict[str, Any]], tags: dic
     for other in candidates:
         if other["id"] == record["id"]:
             continue
-        points, reasons = weigh(other, tags.get(other["id"], ()))
+        points, _ = weigh(other, tags.get(other["id"], ()), explain=False)
         if points > 0:
-            scored.append((-points, other["id"], other, reasons))
+            scored.append((-points, other["id"], other))
     scored.sort(key=lambda item: item[:2])
     return [
-        Related(other["id"], other["slug"], other["errorMessage"], other["errorClass"], other["repo"], other["filePath"], other.get("lineNumber", 0), -negated, tuple(reasons))
-        for negated, _, other, reasons in scored[:limit]
+        Related(other["id"], other["slug"], other["errorMessage"], other["errorClass"], other["repo"], other["filePath"], other.get("lineNumber", 0), -negated, tuple(weigh(other, tags.get(other["id"], ()))[1]))
+        for negated, _, other in scored[:limit]
     ]  # fmt: skip
 
 

@@ -18,7 +18,7 @@ def test_every_source_line_keeps_its_text_and_its_real_number():
     assert len(marked) == 1 and marked[0].attrs["data-n"] == "2891"
     # A docstring spanning lines is cut at the newline, so the spans nest in each line.
     assert lines[1].find("span", class_="s2").text() == '"""a'
-    assert lines[2].find("span", class_="s2").text() == 'b"""  '
+    assert lines[2].find("span", class_="s2").text() == 'b"""'
     assert lines[2].find("span", class_="c1").text() == "# <c>"
 
 
