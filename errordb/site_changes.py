@@ -61,21 +61,40 @@ def _text_hash(text: str | None) -> str | None:
 
 
 class Stemmer:
-    """Words as the store's full-text index sees them: SQLite's own tokenizer, in memory."""
+    """Words as the store's full-text index sees them: SQLite's own tokenizer, in memory.
+
+    White space always separates two of the tokenizer's tokens, so a text's terms are those
+    of its white-space-separated words together; each word is stemmed once (a build stems
+    every record's message and every word question, made of the same few thousand words).
+    """
+
+    #: Words remembered at most (then forgotten all at once): a bound on a build's memory.
+    MOST = 200_000
 
     def __init__(self) -> None:
         self.conn = sqlite3.connect(":memory:")
         self.conn.execute(f"CREATE VIRTUAL TABLE words USING fts5(text, tokenize='{FTS_TOKENIZER}')")
         self.conn.execute("CREATE VIRTUAL TABLE words_terms USING fts5vocab(words, 'instance')")
+        self._known: dict[str, frozenset[str]] = {}
 
     def stems(self, texts: list[str]) -> list[set[str]]:
         """The index terms of each text."""
+        words = [text.split() for text in texts]
+        if len(self._known) > self.MOST:
+            self._known.clear()
+        new = sorted({word for each in words for word in each if word not in self._known})
+        if new:
+            self._known.update(zip(new, self._tokenize(new)))
+        known = self._known
+        return [set().union(*(known[word] for word in each)) for each in words]
+
+    def _tokenize(self, texts: list[str]) -> list[frozenset[str]]:
         self.conn.execute("DELETE FROM words")
         self.conn.executemany("INSERT INTO words (rowid, text) VALUES (?, ?)", enumerate(texts, 1))
         found: list[set[str]] = [set() for _ in texts]
         for doc, term in self.conn.execute("SELECT doc, term FROM words_terms"):
             found[doc - 1].add(term)
-        return found
+        return [frozenset(terms) for terms in found]
 
     def close(self) -> None:
         self.conn.close()
@@ -467,12 +486,12 @@ def _write_windows(conn: sqlite3.Connection, windows: Iterable[Asked], stemmer: 
 
 
 def _write_facts(conn: sqlite3.Connection, facts: Iterable[dict[str, Any]]) -> None:
-    for fact in facts:
-        conn.execute(
-            "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [fact["id"], fact["hash"], fact["rid"], fact["family"], fact["file"], fact["ph"], fact["mh"], " ".join(sorted(fact["stems"])), fact["listed"]],
-        )
-        conn.executemany("INSERT INTO tags VALUES (?, ?)", [(fact["id"], tag) for tag in fact["tags"]])
+    facts = list(facts)
+    conn.executemany(
+        "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(fact["id"], fact["hash"], fact["rid"], fact["family"], fact["file"], fact["ph"], fact["mh"], " ".join(sorted(fact["stems"])), fact["listed"]) for fact in facts],
+    )
+    conn.executemany("INSERT INTO tags VALUES (?, ?)", [(fact["id"], tag) for fact in facts for tag in fact["tags"]])
 
 
 @contextlib.contextmanager

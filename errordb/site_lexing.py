@@ -72,16 +72,18 @@ _EXCEPTIONS = ("ArithmeticError AssertionError AttributeError BaseException Base
                "UnicodeWarning UserWarning ValueError Warning WindowsError ZeroDivisionError").split()  # fmt: skip
 #: Special methods (the data model's), coloured like a name being defined wherever they appear.
 _MAGIC_METHODS = frozenset(
-    ("abs add aenter aexit aiter and anext await bool buffer bytes call ceil class_getitem complex contains "
-     "copy deepcopy del delattr delete delitem dir divmod enter eq exit float floor floordiv format fspath ge "
-     "get getattr getattribute getitem getnewargs getstate gt hash iadd iand ifloordiv ilshift imatmul imod "
-     "imul index init init_subclass instancecheck int invert ior ipow irshift isub iter itruediv ixor le len "
-     "length_hint lshift lt matmul missing mod mul ne neg new next or pos pow prepare radd rand rdivmod reduce "
-     "reduce_ex release_buffer repr reversed rfloordiv rlshift rmatmul rmod rmul ror round rpow rrshift "
-     "rshift rsub rtruediv rxor set set_name setattr setitem setstate sizeof str sub subclasscheck "
-     "subclasshook truediv trunc xor").split()  # fmt: skip
+    f"__{name}__"
+    for name in (
+        "abs add aenter aexit aiter and anext await bool buffer bytes call ceil class_getitem complex contains "
+        "copy deepcopy del delattr delete delitem dir divmod enter eq exit float floor floordiv format fspath ge "
+        "get getattr getattribute getitem getnewargs getstate gt hash iadd iand ifloordiv ilshift imatmul imod "
+        "imul index init init_subclass instancecheck int invert ior ipow irshift isub iter itruediv ixor le len "
+        "length_hint lshift lt matmul missing mod mul ne neg new next or pos pow prepare radd rand rdivmod reduce "
+        "reduce_ex release_buffer repr reversed rfloordiv rlshift rmatmul rmod rmul ror round rpow rrshift "
+        "rshift rsub rtruediv rxor set set_name setattr setitem setstate sizeof str sub subclasscheck "
+        "subclasshook truediv trunc xor"
+    ).split()
 )
-_MAGIC_METHODS = frozenset(f"__{name}__" for name in _MAGIC_METHODS)
 
 #: Name -> class, for the names coloured wherever they stand (but after a dot).
 _NAMES = {
@@ -110,6 +112,7 @@ _OPERATORS = {
     op: f'<span class="o">{op.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")}</span>'
     for op in ["**", "//", ">>", "<<", "->", ":=", "!=", "."] + [c + eq for c in "-+*/%&|^~<>=@" for eq in ("", "=")] + ["**=", "//=", ">>=", "<<="]
 }
+
 
 def python_lines(source: str) -> list[str]:
     """The HTML of each line of Python ``source`` (``\\n`` line ends), escaped and coloured."""

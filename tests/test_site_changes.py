@@ -446,3 +446,22 @@ def test_tag_windows_keep_all_digit_ids_as_text():
     inside = f"SELECT count(*) FROM windows WHERE {site_changes._INSIDE}"
     assert conn.execute(inside, ["1300000000000000"] * 2).fetchone()[0] == 1
     assert conn.execute(inside, ["1e20000000000000"] * 2).fetchone()[0] == 0
+
+
+def test_words_are_stemmed_once_and_give_the_terms_of_the_whole_text(monkeypatch):
+    """The stemmer remembers each white-space-separated word's terms: a text's terms must be
+    what SQLite's tokenizer makes of the whole text, whatever separates its words, and again
+    after the memory is forgotten."""
+    texts = ["Configs don't match: got x_y-z", "connections\tCONNECTED  connecting", "ünïcödé Straße\u00a0naïve", "", "  ", "a\u2028b c\x1fd", "op7937 requires layer_ids."]
+    stemmer = site_changes.Stemmer()
+    whole = [set(terms) for terms in stemmer._tokenize(texts)]
+    assert whole[1] == {"connect"} and "layer" in whole[-1] and "id" in whole[-1]  # the porter tokenizer, not split()
+    asked: list[list[str]] = []
+    tokenize = stemmer._tokenize
+    monkeypatch.setattr(stemmer, "_tokenize", lambda words: asked.append(words) or tokenize(words))
+    assert stemmer.stems(texts) == whole
+    assert stemmer.stems(list(reversed(texts))) == list(reversed(whole))
+    assert len(asked) == 1 and len(asked[0]) == len(set(asked[0]))  # each word once
+    monkeypatch.setattr(site_changes.Stemmer, "MOST", 3)  # over the bound: forgotten, asked again
+    assert stemmer.stems(texts) == whole and len(asked) == 2
+    stemmer.close()
