@@ -103,24 +103,34 @@ def test_colours_agree_with_pygments_on_real_code():
     assert same / total > 0.999, sorted(differences.items(), key=lambda item: -item[1])[:10]
 
 
-def _awkward() -> list[str]:
-    texts = ['f"{x!r:>{w}}" rb\'\\x00\' Rb"""a\nb""" u\'\' br"\\""', "'unterminated\nx = 1", "\u212a = 1 # kelvin",
-             "@dec.x\nclass A(B, metaclass=M): ...", "\t\\\n$`~?", "", "\n", "x\n\n", 'f"""a\n{b\n+ 1}\n"""',
-             'f"{"', 'f"}"', "f'{x:{y:{z}}}'", 'f"{x = !r:>3}{y==1}{z!=2}{a<=b}"', "'''open\n\n", "0x1F 1_000.5e-3j .5 1.",
-             "x = 'a' \\\n    'b'", "# only a comment", "<script>&amp;</script>", "a @ b @c\n@d"]  # fmt: skip
+AWKWARD = ['f"{x!r:>{w}}" rb\'\\x00\' Rb"""a\nb""" u\'\' br"\\""', "'unterminated\nx = 1", "\u212a = 1 # kelvin",
+           "@dec.x\nclass A(B, metaclass=M): ...", "\t\\\n$`~?", "", "\n", "x\n\n", 'f"""a\n{b\n+ 1}\n"""',
+           'f"{"', 'f"}"', "f'{x:{y:{z}}}'", 'f"{x = !r:>3}{y==1}{z!=2}{a<=b}"', "'''open\n\n", "0x1F 1_000.5e-3j .5 1.",
+           "x = 'a' \\\n    'b'", "# only a comment", "<script>&amp;</script>", "a @ b @c\n@d"]  # fmt: skip
+
+
+def _random_texts(count: int = 600) -> list[str]:
     rng = random.Random(5)
     alphabet = "abcdefrRbBuUfFtT_ 0123456789.()[]{}:'\"#\\\n\t=+-*/%@!<>,;$`~?é\u212a\u2028\u00a0"
-    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 80))) for _ in range(600)]
-    return texts
+    return ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 80))) for _ in range(count)]
 
 
-@pytest.mark.parametrize("source", _awkward())
-def test_every_character_is_kept_in_order_and_escaped(source):
+def _check_kept(source: str) -> None:
     lines = python_lines(source)
-    assert len(lines) == source.count("\n") + 1
-    assert _text(source) == source.replace("\u2028", "<U+2028>")
+    assert len(lines) == source.count("\n") + 1, source
+    assert _text(source) == source.replace("\u2028", "<U+2028>"), source
     for line in lines:  # no raw markup but ours
-        assert re.sub(r'<span class="[a-z0-9]+">|</span>', "", line).count("<") == 0
+        assert re.sub(r'<span class="[a-z0-9]+">|</span>', "", line).count("<") == 0, source
+
+
+@pytest.mark.parametrize("source", AWKWARD)
+def test_every_character_is_kept_in_order_and_escaped(source):
+    _check_kept(source)
+
+
+def test_random_text_is_kept_in_order_and_escaped():
+    for source in _random_texts():
+        _check_kept(source)
 
 
 def test_record_text_never_becomes_markup_and_invisible_characters_show():
