@@ -21,8 +21,7 @@ from pygments.lexer import Lexer
 from pygments.lexers import BashLexer, TextLexer
 from pygments.token import STANDARD_TYPES, _TokenType
 
-from errordb.render import reveal_invisible
-from errordb.site_lexing import python_lines
+from errordb.site_lexing import escape_visible, python_lines
 
 #: Languages the site colours; anything else is shown as plain text.
 LANGUAGES = ("python", "shell", "text")
@@ -107,9 +106,7 @@ def _lexer_input(source: str) -> str:
 
 
 def _run_html(css: str, text: str) -> str:
-    # Bidi controls would make the browser draw the code in another order than it runs
-    # ("Trojan Source"): shown as <U+XXXX>, as on the terminal.
-    escaped = escape(reveal_invisible(text), quote=False)
+    escaped = escape_visible(text)
     return f'<span class="{css}">{escaped}</span>' if css and css != "w" else escaped
 
 

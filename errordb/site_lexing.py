@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from html import escape
 
 from errordb.render import reveal_invisible
 
@@ -96,9 +97,10 @@ _NAMES = {
     **dict.fromkeys(("import", "from"), "kn"),
     **dict.fromkeys(_MAGIC_METHODS, "fm"),
 }
+#: The class of the tokens that are one class whatever their text.
+_CLASS = {"comment": "c1", "number": "m", "decorator": "nd"}
 #: After ``def``/``class``, the next name is the one being defined.
 _DEFINES = {"def": "nf", "class": "nc"}
-_NAMES.update(dict.fromkeys(_DEFINES, "k"))
 #: Classes of the names that stay coloured after a dot (``x.__init__``, ``x.if`` is no Python).
 _AFTER_DOT = {"fm", "k", "ow", "kc", "kn"}
 #: ``match`` and ``case`` are keywords at the head of a statement, followed by their subject.
@@ -109,7 +111,7 @@ _FIELD_END = re.compile(r"""[{}()\[\]'"!:=]""")
 _BRACES = re.compile(r"\{\{|\}\}|[{}]")
 #: The HTML of each operator the pattern can match.
 _OPERATORS = {
-    op: f'<span class="o">{op.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")}</span>'
+    op: f'<span class="o">{escape(op, quote=False)}</span>'
     for op in ["**", "//", ">>", "<<", "->", ":=", "!=", "."] + [c + eq for c in "-+*/%&|^~<>=@" for eq in ("", "=")] + ["**=", "//=", ">>=", "<<="]
 }
 
@@ -120,7 +122,7 @@ def python_lines(source: str) -> list[str]:
     # token of every page. Text that nothing colours is written as it is (names and white space
     # need no escaping in an ASCII snippet).
     plain = source.isascii()  # invisible characters (shown as <U+XXXX>) are never ASCII
-    show = _escape if plain else _escape_visible
+    show = _escape if plain else escape_visible
     lines: list[str] = []
     line: list[str] = []  # the current line's HTML so far
     defining = None  # "nf"/"nc" right after def/class
@@ -176,8 +178,6 @@ def python_lines(source: str) -> list[str]:
     return lines
 
 
-_CLASS = {"comment": "c1", "number": "m", "decorator": "nd"}
-
 
 def _spans(css: str, text: str, show: Callable[[str], str]) -> list[str]:
     """``text`` in spans of class ``css``, as the HTML of each of its lines."""
@@ -196,16 +196,15 @@ class _Html:
         self.lines: list[list[str]] = [[]]
 
     def add(self, css: str, text: str) -> None:
-        for index, part in enumerate(_spans(css, text, self.show)):
-            if index:
-                self.lines.append([])
-            self.lines[-1].append(part)
+        self._extend(_spans(css, text, self.show))
 
     def python(self, source: str) -> None:
-        for index, part in enumerate(python_lines(source)):
-            if index:
-                self.lines.append([])
-            self.lines[-1].append(part)
+        self._extend(python_lines(source))
+
+    def _extend(self, html_lines: list[str]) -> None:
+        """The first line goes on the current one; each next one starts a line."""
+        self.lines[-1].append(html_lines[0])
+        self.lines.extend([part] for part in html_lines[1:])
 
     def joined(self) -> list[str]:
         return ["".join(parts) for parts in self.lines]
@@ -291,10 +290,10 @@ def _is_debug(body: str, equals: int) -> bool:
 
 
 def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return escape(text, quote=False)
 
 
-def _escape_visible(text: str) -> str:
-    # Bidi controls would make the browser draw the code in another order than it runs
-    # ("Trojan Source"): shown as <U+XXXX>, as on the terminal.
-    return _escape(reveal_invisible(text))
+def escape_visible(text: str) -> str:
+    """``text`` as HTML, with invisible characters written ``<U+XXXX>``: bidi controls would
+    make the browser draw code in another order than it runs ("Trojan Source")."""
+    return escape(reveal_invisible(text), quote=False)
