@@ -298,19 +298,18 @@ def _previous_bulk(stack: contextlib.ExitStack, previous: PreviousApi | None) ->
 def _record_files(db: Any, previous: PreviousApi | None) -> Iterator[tuple[str, bytes | Callable[[], bytes], str | None, bool]]:
     """Per record, by id: (id, its file's bytes or a function that makes them, the previous
     API's file holding those bytes or None, whether that file is known to be unchanged)."""
-    from errordb.schema import canonical_json
-    from errordb.store import iter_envelopes
+    from errordb.store import iter_record_files
 
     if previous is None:
-        for envelope in iter_envelopes(db):
-            yield envelope.record.id, canonical_json(envelope).encode("utf-8"), None, False
+        for record_id, data in iter_record_files(db):
+            yield record_id, data, None, False
         return
     conn = getattr(db, "conn", db)
 
     def made(record_id: str) -> Callable[[], bytes]:
         def make() -> bytes:
-            (envelope,) = iter_envelopes(db, where="id = ?", params=[record_id])
-            return canonical_json(envelope).encode("utf-8")
+            ((_, data),) = iter_record_files(db, where="id = ?", params=[record_id])
+            return data
 
         return make
 
@@ -341,8 +340,8 @@ def _record_files(db: Any, previous: PreviousApi | None) -> Iterator[tuple[str, 
                 fresh.append(record_id)
         if fresh:
             marks = ",".join("?" * len(fresh))
-            for envelope in iter_envelopes(db, where=f"id IN ({marks})", params=fresh):
-                found[envelope.record.id] = (canonical_json(envelope).encode("utf-8"), None, False)
+            for record_id, data in iter_record_files(db, where=f"id IN ({marks})", params=fresh):
+                found[record_id] = (data, None, False)
         for record_id, _ in rows:
             data, old, unchanged = found[record_id]
             yield record_id, data, old, unchanged

@@ -52,7 +52,8 @@ class OutputTree:
         self.root = Path(root)
         self.files = 0
         self.bytes = 0
-        self._made: set[Path] = {self.root}
+        self._root = os.fspath(self.root)
+        self._made: set[str] = {self._root}
 
     def path(self, relative: str) -> Path:
         """The file at ``relative`` (``/``-separated), its folder created; never outside the root.
@@ -60,13 +61,18 @@ class OutputTree:
         Names come from the database (repositories, tags), which is not validated again on
         export: a hand-edited row such as ``../x`` must not write outside the folder.
         """
+        return Path(self._place(relative))
+
+    def _place(self, relative: str) -> str:
+        # :meth:`path` as text: a Path per file cost more than writing a record's file.
         parts = relative.split("/")
         if any(p in ("", ".", "..") or "\\" in p or "\x00" in p for p in parts):
             raise ExportError(f"refusing to write {relative!r}: not a plain relative path")
-        path = self.root.joinpath(*parts)
-        if path.parent not in self._made:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._made.add(path.parent)
+        path = os.path.join(self._root, *parts)
+        parent = os.path.dirname(path)
+        if parent not in self._made:
+            os.makedirs(parent, exist_ok=True)
+            self._made.add(parent)
         return path
 
     def write_bytes(self, relative: str, data: bytes) -> None:
@@ -82,7 +88,7 @@ class OutputTree:
     @contextmanager
     def open(self, relative: str) -> Iterator[IO[bytes]]:
         """A new binary file at ``relative``, for writers that stream (gzip, zip)."""
-        path = self.path(relative)
+        path = self._place(relative)
         try:
             handle = open(path, "xb")
         except FileExistsError:
@@ -98,13 +104,13 @@ class OutputTree:
         A hard link costs no space: at a million records the extension-less record URLs would
         otherwise double the size of ``errors/``.
         """
-        self.adopt(self.path(existing), relative)
+        self.adopt(self._place(existing), relative)
 
     def adopt(self, source: str | os.PathLike[str], relative: str, missing_ok: bool = False) -> bool:
         """Make ``relative`` a name of the file ``source`` (in the tree or not; a copy where links
         fail). With ``missing_ok``, a ``source`` that is not there (or is not a plain file) is no
         error: nothing is made, and it returns False."""
-        target = self.path(relative)
+        target = self._place(relative)
         if missing_ok and os.path.islink(source):
             return False  # never publish what a link in an earlier output points at
         try:
@@ -119,7 +125,7 @@ class OutputTree:
             if missing_ok and not os.path.isfile(source):
                 return False
             shutil.copyfile(source, target)
-            self.bytes += target.stat().st_size
+            self.bytes += os.stat(target).st_size
         self.files += 1
         return True
 

@@ -93,15 +93,12 @@ class _Walk:
     def remake(self, low: str | None, high: str | None) -> None:
         """The records in (``low``, ``high``], one by one, as a full export adds them (the
         unchanged ones' segments and entries still copied where they can be)."""
-        from errordb.schema import canonical_json
-        from errordb.store import iter_envelopes, range_condition
+        from errordb.store import iter_record_files, range_condition
 
         self._end_run()
         where, params = range_condition("id", low, high)
         directory = self.directory
-        for envelope in iter_envelopes(self.conn, where=where, params=params):
-            record_id = envelope.record.id
-            data = canonical_json(envelope).encode("utf-8")
+        for record_id, data in iter_record_files(self.conn, where=where, params=params):
             unchanged = record_id not in self.changed
             self.jsonl.add(record_id, data, unchanged)
             name = f"{record_id}.json".encode()
@@ -120,19 +117,17 @@ class _Walk:
 def _write_stale_files(conn: Any, tree: OutputTree, folder: os.PathLike[str], changed: set[str], stale: Collection[str]) -> None:
     """The two files of each record in ``stale`` that the store holds: linked from the earlier
     API when the record did not change since, else written (as :func:`errordb.export._write_records` does)."""
-    from errordb.schema import canonical_json
-    from errordb.store import iter_envelopes
+    from errordb.store import iter_record_files
 
     wanted = sorted(record_id for record_id in stale if isinstance(record_id, str))
     for start in range(0, len(wanted), 500):
         chunk = wanted[start : start + 500]
         marks = ",".join("?" * len(chunk))
-        for envelope in iter_envelopes(conn, where=f"id IN ({marks})", params=chunk):
-            record_id = envelope.record.id
+        for record_id, data in iter_record_files(conn, where=f"id IN ({marks})", params=chunk):
             # Ids are checked on ingest, but a path is built from this one: never from a hand-edited id.
             linked = record_id not in changed and layout.PLAIN_RECORD_ID.fullmatch(record_id) is not None and tree.adopt(
                 os.path.join(folder, layout.record_path(record_id)), layout.record_path(record_id), missing_ok=True
             )
             if not linked:
-                tree.write_bytes(layout.record_path(record_id), canonical_json(envelope).encode("utf-8"))
+                tree.write_bytes(layout.record_path(record_id), data)
             tree.link(layout.record_path(record_id), layout.record_alias_path(record_id))

@@ -355,6 +355,7 @@ class CacheWriter:
         self.previous = previous
         self.conn = sqlite3.connect(path)
         self.stemmer = Stemmer()
+        self._word_terms: dict[str, tuple[str, str]] = {}
         if previous is None:
             # Indexed in finish(), once the rows are in: at a million records, inserting eight
             # million windows into an index on random keys was most of writing the cache.
@@ -375,7 +376,7 @@ class CacheWriter:
         """The questions and facts of one rendering task."""
         if self.previous is not None:
             _delete_rows(self.conn, sorted({window[0] for window in windows} | {fact["id"] for fact in facts}))
-        _write_windows(self.conn, windows, self.stemmer)
+        _write_windows(self.conn, windows, self.stemmer, self._word_terms)
         _write_facts(self.conn, with_stems(facts, self.stemmer))
 
     def finish(
@@ -461,28 +462,23 @@ def _delete_rows(conn: sqlite3.Connection, ids: list[str]) -> None:
             conn.execute(f"DELETE FROM {table} WHERE id IN ({_marks(chunk)})", chunk)
 
 
-def _write_windows(conn: sqlite3.Connection, windows: Iterable[Asked], stemmer: Stemmer) -> None:
-    batch: list[Asked] = []
-
-    def flush() -> None:
-        words = [w for w in batch if w[1] == "words"]
-        stems = dict(zip((id(w) for w in words), stemmer.stems([w[2] for w in words])))
-        rows = []
-        for window in batch:
-            page, kind, key, lo, hi = window
-            if kind == "words":
-                needed = stems[id(window)]
-                rows.append((page, kind, max(needed, key=lambda s: (len(s), s)) if needed else "", lo, hi, " ".join(sorted(needed))))
-            else:
-                rows.append((page, kind, key, lo, hi, ""))
-        conn.executemany("INSERT INTO windows VALUES (?, ?, ?, ?, ?, ?)", rows)
-        batch.clear()
-
-    for window in windows:
-        batch.append(window)
-        if len(batch) >= 5000:
-            flush()
-    flush()
+def _write_windows(conn: sqlite3.Connection, windows: Iterable[Asked], stemmer: Stemmer, known: dict[str, tuple[str, str]]) -> None:
+    """Insert one task's questions; a words question is kept as its longest term and all its
+    terms, ``known`` by its text across tasks (most are a single common word)."""
+    windows = list(windows)
+    if len(known) > Stemmer.MOST:
+        known.clear()
+    texts = sorted({window[2] for window in windows if window[1] == "words" and window[2] not in known})
+    for text, needed in zip(texts, stemmer.stems(texts)):
+        known[text] = (max(needed, key=lambda s: (len(s), s)) if needed else "", " ".join(sorted(needed)))
+    rows = []
+    for page, kind, key, lo, hi in windows:
+        if kind == "words":
+            longest, terms = known[key]
+            rows.append((page, kind, longest, lo, hi, terms))
+        else:
+            rows.append((page, kind, key, lo, hi, ""))
+    conn.executemany("INSERT INTO windows VALUES (?, ?, ?, ?, ?, ?)", rows)
 
 
 def _write_facts(conn: sqlite3.Connection, facts: Iterable[dict[str, Any]]) -> None:

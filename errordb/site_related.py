@@ -91,24 +91,20 @@ class _Scorer:
         self.family, self.error_class = record.get("backgroundTag"), record["errorClass"]
         self.tags = frozenset(record_tags)
 
-    def __call__(self, other: dict[str, Any], other_tags: Iterable[str], explain: bool = True) -> tuple[float, list[str]]:
-        """Points and reasons; without ``explain``, the same points and no reasons (a page
-        scores ~36 candidates and shows 5: their reasons are made for those only)."""
+    def __call__(self, other: dict[str, Any], other_tags: Iterable[str]) -> tuple[float, list[str]]:
+        """Points and reasons."""
         points = 0.0
         reasons: list[str] = []
         same_place = self.repo == other["repo"] and self.file == other["filePath"]
         if same_place and self.function and self.function == other.get("function"):
             points += SAME_FUNCTION
-            if explain:
-                reasons.append(f"same function ({self.function})")
+            reasons.append(f"same function ({self.function})")
         elif same_place:
             points += SAME_FILE
-            if explain:
-                reasons.append("same file")
+            reasons.append("same file")
         if self.pattern == other["messagePattern"] or self.message == other["errorMessage"]:
             points += SAME_MESSAGE
-            if explain:
-                reasons.append("same message")
+            reasons.append("same message")
         else:
             mine, theirs = self.words, message_words(other["errorMessage"])
             if mine and theirs:
@@ -116,33 +112,56 @@ class _Scorer:
                 if shared_words:
                     similarity = shared_words / (len(mine) + len(theirs) - shared_words)  # Jaccard
                     points += round(SIMILAR_WORDS * similarity, 1)
-                    if explain and similarity >= 0.2:
+                    if similarity >= 0.2:
                         reasons.append("similar message")
         if self.family and self.family == other.get("backgroundTag"):
             points += SAME_FAMILY
-            if explain:
-                reasons.append("same failure family")
+            reasons.append("same failure family")
         shared = self.tags.intersection(other_tags) if self.tags else ()
         if shared:
             points += min(MAX_TAG_POINTS, SHARED_TAG * len(shared))
-            if explain:
-                reasons.append("tags: " + ", ".join(sorted(shared)[:3]))
+            reasons.append("tags: " + ", ".join(sorted(shared)[:3]))
         # A shared class alone relates nothing (every ValueError would be related); it only breaks ties.
         if points and self.error_class == other["errorClass"]:
             points += SAME_CLASS
         return round(points, 1), reasons
+
+    def points(self, other: dict[str, Any], other_tags: Iterable[str]) -> float:
+        """The points of :meth:`__call__` alone, by the same sums in the same order (a page
+        scores ~33 candidates and shows 5: reasons are made for those only)."""
+        points = 0.0
+        if self.repo == other["repo"] and self.file == other["filePath"]:
+            points += SAME_FUNCTION if self.function and self.function == other.get("function") else SAME_FILE
+        if self.pattern == other["messagePattern"] or self.message == other["errorMessage"]:
+            points += SAME_MESSAGE
+        elif self.words:
+            mine, theirs = self.words, message_words(other["errorMessage"])
+            shared_words = len(mine & theirs)
+            if shared_words:
+                points += round(SIMILAR_WORDS * (shared_words / (len(mine) + len(theirs) - shared_words)), 1)
+        if self.family and self.family == other.get("backgroundTag"):
+            points += SAME_FAMILY
+        if self.tags:
+            shared_tags = len(self.tags.intersection(other_tags))
+            if shared_tags:
+                points += min(MAX_TAG_POINTS, SHARED_TAG * shared_tags)
+        if points and self.error_class == other["errorClass"]:
+            points += SAME_CLASS
+        return round(points, 1)
 
 
 def rank(record: dict[str, Any], candidates: Iterable[dict[str, Any]], tags: dict[str, list[str]], limit: int = MAX_RELATED) -> list[Related]:
     """The best ``limit`` candidates for ``record``; ``tags`` maps record ids to their tags."""
     scored = []
     weigh = _Scorer(record, tags.get(record["id"], ()))
+    points_of, own_id = weigh.points, record["id"]
     for other in candidates:
-        if other["id"] == record["id"]:
+        other_id = other["id"]
+        if other_id == own_id:
             continue
-        points, _ = weigh(other, tags.get(other["id"], ()), explain=False)
+        points = points_of(other, tags.get(other_id, ()))
         if points > 0:
-            scored.append((-points, other["id"], other))
+            scored.append((-points, other_id, other))
     scored.sort(key=lambda item: item[:2])
     return [
         Related(other["id"], other["slug"], other["errorMessage"], other["errorClass"], other["repo"], other["filePath"], other.get("lineNumber", 0), -negated, tuple(weigh(other, tags.get(other["id"], ()))[1]))
@@ -188,12 +207,14 @@ def candidate_ids(
     add(r[0] for r in same_file)
     trace.append(("file", f"{record['repo']}\0{record['filePath']}", None, same_file[-1][1] if len(same_file) > PER_SOURCE else None))
     rowids: list[int] = []
-    for ring, position in batch.questions(record, tags) if batch is not None else ring_questions(record, tags):
+    questions = batch.questions(record, tags) if batch is not None else ring_questions(record, tags)
+    few = FewRows(conn, questions, batch)
+    for ring, position in questions:
         if ring.kind != "words":
             add(_around(conn, ring, position, trace, batch))
             continue
         try:
-            rowids += _around(conn, ring, position, trace, batch)
+            rowids += _around(conn, ring, position, trace, batch, few)
         except sqlite3.OperationalError:
             break  # a store without full-text search still gets the other candidates
     add(rowid_record_id(r) for r in sorted(rowids))
@@ -238,22 +259,76 @@ def ring_questions(record: dict[str, Any], tags: list[str]) -> list[tuple[Ring, 
     # score() weighs the words afterwards. Quoted, so a word is never FTS5 syntax.
     words = sorted(message_words(record["errorMessage"]), key=lambda w: (-len(w), w))
     groups = ([words[: MAX_QUERY_WORDS // 2]] if len(words) > 1 else []) + [[word] for word in words[:3]]
-    for group in groups:
-        query = "errorMessage : (" + " AND ".join('"' + w + '"' for w in group) + ")"
-        questions.append((Ring("words", " ".join(group), query, _WORDS, "rowid"), rowid))
+    questions += [(_words_ring(group), rowid) for group in groups]
     return questions
 
 
-def _around(conn: sqlite3.Connection, ring: Ring, position: Any, trace: list[Window], batch: Batch | None = None) -> list[Any]:
+def _words_ring(words: list[str]) -> Ring:
+    query = "errorMessage : (" + " AND ".join('"' + w + '"' for w in words) + ")"
+    return Ring("words", " ".join(words), query, _WORDS, "rowid")
+
+
+class FewRows:
+    """Every row of a page's words questions that have few (fewer than :data:`WHOLE`), each
+    read once; None for a question with more.
+
+    A page's own words are mostly rare (often only in its own message). Such a question is
+    answered from one read of all its rows instead of the two reads of :func:`_around`, and
+    the all-words question needs no read at all when one of its words is that rare: its rows
+    are among that word's rows (every row holding all the words holds each), so when those
+    are the record's own row alone, it has no answer either. That question, four words long,
+    cost ~65 us of full-text search a page at a million records, the rest ~10 us each.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, questions: list[tuple[Ring, Any]], batch: Batch | None = None):
+        self.conn = conn
+        # One-word questions the batch does not read for all its pages (those are common words).
+        self._single = {ring.name for ring, _ in questions if ring.kind == "words" and " " not in ring.name and not (batch and batch.shares(ring))}
+        self._rows: dict[str, list[Any] | None] = {}
+
+    def rows(self, ring: Ring, position: Any) -> list[Any] | None:
+        """All the rows of ``ring`` (a words question of the page at ``position``), or None."""
+        if ring.name in self._rows:
+            return self._rows[ring.name]
+        found = None
+        if " " in ring.name:
+            for word in ring.name.split(" "):
+                if word in self._single:
+                    some = self.rows(_words_ring([word]), position)
+                    if some is not None and all(row[1] == position for row in some):
+                        found = []  # at most the record's own row, never an answer
+                        break
+            # Else not read whole: all its words common ones, whose rows holding them all can be
+            # far apart (~0.6 ms to find WHOLE of them at a million records).
+        else:
+            rows = self.conn.execute(ring.sql("IS NOT NULL") + f" LIMIT {WHOLE}", [ring.value]).fetchall()
+            found = rows if len(rows) < WHOLE else None
+        self._rows[ring.name] = found
+        return found
+
+
+#: A words question that no other page of its batch asks reads up to this many rows of its
+#: key first (:class:`FewRows`): fewer means they are all of them, enough for any position
+#: (PER_SOURCE after the record, PER_SOURCE from the first on, and its own).
+WHOLE = 2 * PER_SOURCE + 2
+
+
+def _around(conn: sqlite3.Connection, ring: Ring, position: Any, trace: list[Window], batch: Batch | None = None, few: FewRows | None = None) -> list[Any]:
     """Up to :data:`PER_SOURCE` rows of ``ring`` after ``position``, then from the first on
     (as if the rows were a ring) if too few.
 
     Both reads go forwards: FTS5 reads a term's list of rows backwards only by loading all of
     it, so a descending question cost ~1 ms at a million records where a forward one cost
     ~0.1 ms (bench/RESULTS.md). The question goes into ``trace`` with the positions its
-    answers cover.
+    answers cover. ``few``: for a words question, all its rows when it has few (:class:`FewRows`).
     """
     after = batch.after(conn, ring, position) if batch is not None else None
+    first = None
+    if after is None and few is not None and ring.kind == "words":
+        rows = few.rows(ring, position)
+        if rows is not None:
+            after = [row for row in rows if row[1] > position][:PER_SOURCE]
+            first = [row for row in rows if row[1] < position][: PER_SOURCE - len(after)]
     if after is None:
         after = conn.execute(ring.sql("> ?") + f" LIMIT {PER_SOURCE}", [ring.value, position]).fetchall()
     if len(after) == PER_SOURCE:
@@ -261,7 +336,8 @@ def _around(conn: sqlite3.Connection, ring: Ring, position: Any, trace: list[Win
         trace.append((ring.kind, ring.name, position, after[-1][1]))
         return [r[0] for r in after]
     need = PER_SOURCE - len(after)
-    first = batch.before(conn, ring, position, need) if batch is not None else None
+    if first is None:
+        first = batch.before(conn, ring, position, need) if batch is not None else None
     if first is None:
         first = conn.execute(ring.sql("< ?") + f" LIMIT {need}", [ring.value, position]).fetchall()
     if len(first) == need:
@@ -309,6 +385,10 @@ class Batch:
                 if key in seen:
                     self._shared.add(key)
                 seen.add(key)
+
+    def shares(self, ring: Ring) -> bool:
+        """Whether more than one page of the batch asks ``ring``'s question."""
+        return (ring.kind, ring.name) in self._shared
 
     def questions(self, record: dict[str, Any], tags: list[str]) -> list[tuple[Ring, Any]]:
         """:func:`ring_questions` of ``record``, as :meth:`plan` made them when it saw the record."""

@@ -773,6 +773,28 @@ def iter_envelopes(
         yield Envelope.model_construct(record=Record.model_construct(**record), datasetVersion=version)
 
 
+def iter_record_files(
+    db: sqlite_utils.Database, where: str | None = None, params: list[Any] | None = None, batch: int = 1000
+) -> Iterator[tuple[str, bytes]]:
+    """(id, record file) of every record (or those matching ``where``), in id order: the bytes of
+    :func:`errordb.schema.canonical_json` of its envelope, made from the row without a model."""
+    from pydantic_core import PydanticSerializationError, to_json
+
+    from errordb.schema import FIELD_NAMES, canonical_json
+
+    for record in iter_record_dicts(db, where, params, batch):
+        # The fields in the schema's order, which is the file's; the serialiser is the one
+        # canonical_json's models use (tests/test_export.py compares the two).
+        envelope = {"record": {name: record[name] for name in FIELD_NAMES}, "datasetVersion": record["datasetVersion"]}
+        try:
+            yield record["id"], to_json(envelope)
+        except PydanticSerializationError:  # text the serialiser refuses: fail, or not, as canonical_json does
+            from errordb.schema import Envelope, Record
+
+            model = Envelope.model_construct(record=Record.model_construct(**envelope["record"]), datasetVersion=envelope["datasetVersion"])
+            yield record["id"], canonical_json(model).encode("utf-8")
+
+
 def _child_lists(db: sqlite_utils.Database, ids: list[str]) -> dict[str, dict[str, list[str]]]:
     marks = ",".join("?" * len(ids))
     sources = {"solutions": ("solutions", "text"), "preventionTips": ("prevention_tips", "text"), "tags": ("record_tags", "tag")}

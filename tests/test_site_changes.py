@@ -440,7 +440,7 @@ def test_tag_windows_keep_all_digit_ids_as_text():
     conn = sqlite3.connect(":memory:")
     conn.executescript(site_changes._SCHEMA)
     stemmer = site_changes.Stemmer()
-    site_changes._write_windows(conn, [("abcdefabcdefabcd", "tag", "cuda", "1234567890123456", "1e10000000000000")], stemmer)
+    site_changes._write_windows(conn, [("abcdefabcdefabcd", "tag", "cuda", "1234567890123456", "1e10000000000000")], stemmer, {})
     stemmer.close()
     assert conn.execute("SELECT typeof(lo), typeof(hi) FROM windows").fetchone() == ("text", "text")
     inside = f"SELECT count(*) FROM windows WHERE {site_changes._INSIDE}"

@@ -166,6 +166,63 @@ def test_a_row_that_would_change_an_answer_falls_inside_a_window_it_traced(size)
             assert inside or not changed, (size, own, new, trace)
 
 
+@pytest.mark.parametrize("size", [0, 1, 2, 7, 8, 9, 15, 16, 17, 18, 19, 30])
+def test_a_words_question_read_whole_answers_as_the_two_reads_do(size):
+    # A words question first reads up to WHOLE rows of its key (FewRows); when that is all of
+    # them, the ring is cut from them. Answers and traced windows must be those of the two plain
+    # reads, at every position: on rows, between them, before the first and after the last.
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (k TEXT, pos INTEGER PRIMARY KEY)")
+    conn.executemany("INSERT INTO t VALUES ('a', ?)", [(10 * (i + 1),) for i in range(size)])
+    conn.execute("INSERT INTO t VALUES ('b', 5)")
+    select = "SELECT pos, pos FROM t WHERE k = ? AND {cond} ORDER BY pos"
+    words, plain = R.Ring("words", "a", "a", select, "pos"), R.Ring("family", "a", "a", select, "pos")
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    for own in range(0, 10 * size + 15, 5):
+        words_trace: list[R.Window] = []
+        plain_trace: list[R.Window] = []
+        statements.clear()
+        answer = R._around(conn, words, own, words_trace, few=R.FewRows(conn, [(words, own)]))
+        asked = len(statements)
+        assert answer == R._around(conn, plain, own, plain_trace), (size, own)
+        assert [window[1:] for window in words_trace] == [window[1:] for window in plain_trace], (size, own)
+        assert (asked == 1) == (size < R.WHOLE), (size, own, statements)  # all rows in one read when they fit
+    conn.set_trace_callback(None)
+
+
+def test_the_all_words_question_is_answered_from_a_rare_word_as_sqlite_answers_it():
+    # Every row holding all of a message's words holds each: when one of them is in the
+    # record's own message only, the all-words question has no answer and is not asked.
+    # Messages whose words are in 1, 2, 3, 5, 25, 35 and 40 rows, an underscore word (an FTS5
+    # phrase) among them; every page's every words question, with FewRows and without.
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE records_fts USING fts5(errorMessage, tokenize='porter')")
+    rowids = [R.record_rowid(f"{i * 0x0123456789ab:016x}") for i in range(1, 41)]
+    messages = {}
+    for i, rowid in enumerate(rowids):
+        words = ["every", f"solitary{i}", "pairs" if i % 20 == 0 else "", "triple" if i % 13 == 1 else "", "nines" if i % 9 == 0 else ""]
+        words += ["many_layers" if i % 8 else "", "commons" if i < 25 else ""]
+        messages[rowid] = " ".join(w for w in words if w) + " failed."
+        conn.execute("INSERT INTO records_fts (rowid, errorMessage) VALUES (?, ?)", [rowid, messages[rowid]])
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    skipped = 0
+    for rowid, message in messages.items():
+        questions = R.ring_questions({"id": R.rowid_record_id(rowid), "errorMessage": message}, [])
+        few = R.FewRows(conn, questions)
+        for ring, position in questions:
+            statements.clear()
+            fast_trace: list[R.Window] = []
+            plain_trace: list[R.Window] = []
+            fast = R._around(conn, ring, position, fast_trace, few=few)
+            skipped += not statements
+            assert fast == R._around(conn, ring, position, plain_trace) and fast_trace == plain_trace, (message, ring.name)
+    conn.set_trace_callback(None)
+    # On each page, the all-words question and its own word's question take one read together.
+    assert skipped == len(messages)
+
+
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
     """400 generated records (bench/generate.py): few families and tags, shared message words."""
@@ -236,3 +293,18 @@ def test_a_batch_answers_each_position_as_sqlite_does_in_either_order(size):
             shared_trace: list[R.Window] = []
             alone = R._around(conn, ring, own, alone_trace)
             assert R._around(conn, ring, own, shared_trace, batch) == alone and shared_trace == alone_trace, (size, own)
+
+
+def test_the_points_alone_are_the_points_with_reasons(generated):
+    # rank() weighs every candidate with _Scorer.points and makes reasons for the shown ones
+    # only: the two must give the same points for every pair, here 400 x 400 generated records
+    # (few families and tags, shared message words: every kind of points occurs).
+    rows = [stored(generated, record_id) for (record_id,) in generated.execute("SELECT id FROM records ORDER BY id")]
+    kinds = set()
+    for record, tags in rows:
+        weigh = R._Scorer(record, tags)
+        for other, other_tags in rows:
+            points, reasons = weigh(other, other_tags)
+            assert weigh.points(other, other_tags) == points, (record["id"], other["id"])
+            kinds.update(reason.split(" (")[0].split(":")[0] for reason in reasons)
+    assert kinds >= {"same function", "same message", "similar message", "same failure family", "tags"}, kinds
