@@ -116,20 +116,51 @@ _OPERATORS = {
 }
 
 
+#: Lines coloured before, by their text (see :func:`python_lines`); forgotten all at once when full.
+_LINES: dict[str, str] = {}
+LINES_MOST = 20_000
+
+
 def python_lines(source: str) -> list[str]:
-    """The HTML of each line of Python ``source`` (``\\n`` line ends), escaped and coloured."""
+    """The HTML of each line of Python ``source`` (``\\n`` line ends), escaped and coloured.
+
+    Every state of the lexer ends with a line (a string over several lines is one token, so its
+    lines never end one), so a line that starts at a line end and ends at the next is coloured
+    the same wherever it is: such lines are remembered by their text. Snippets are windows of
+    source files, and a line is often in many (blank lines, ``else:``, ``return None``, a
+    file's lines in the windows of its other errors).
+    """
+    plain = source.isascii()  # invisible characters (shown as <U+XXXX>) are never ASCII
+    lines: list[str] = []
+    known = _LINES
+    position, end = 0, len(source)
+    while position <= end:
+        line_end = source.find("\n", position)
+        if line_end >= 0:
+            html = known.get(source[position:line_end])
+            if html is not None:
+                lines.append(html)
+                position = line_end + 1
+                continue
+        position = _lex_line(source, position, plain, lines)
+    return lines
+
+
+def _lex_line(source: str, start: int, plain: bool, lines: list[str]) -> int:
+    """Lex ``source`` from ``start`` (a line's start) to the end of its line, or of the string
+    that continues on the next lines; append the HTML of the lines to ``lines``. Returns where
+    the next line starts (past the end when this was the last)."""
     # One loop over the tokens, each turned into HTML where it is found: this runs for every
     # token of every page. Text that nothing colours is written as it is (names and white space
     # need no escaping in an ASCII snippet).
-    plain = source.isascii()  # invisible characters (shown as <U+XXXX>) are never ASCII
     show = _escape if plain else escape_visible
-    lines: list[str] = []
+    first = len(lines)
     line: list[str] = []  # the current line's HTML so far
     defining = None  # "nf"/"nc" right after def/class
     after_dot = False  # a name right after "." is an attribute: not a builtin
     importing = False  # module paths after import/from: uncoloured, their dots too
     head = True  # nothing but white space on this line so far (for match/case)
-    for token in _TOKEN.finditer(source):
+    for token in _TOKEN.finditer(source, start):
         kind = token.lastgroup
         text = token.group()
         if kind == "ws":
@@ -154,9 +185,13 @@ def python_lines(source: str) -> list[str]:
         after_dot = text == "."
         head = kind == "nl"
         if kind == "nl":
-            importing = False
-            lines.append("".join(line))
-            line.clear()
+            html = "".join(line)
+            lines.append(html)
+            if len(lines) == first + 1:  # one line, from a line end to the next: the same anywhere
+                if len(_LINES) >= LINES_MOST:
+                    _LINES.clear()
+                _LINES[source[start : token.start()]] = html
+            return token.end()
         elif kind == "op":
             line.append(_OPERATORS[text] if not (importing and after_dot) else text)
         elif kind == "other":
@@ -174,9 +209,8 @@ def python_lines(source: str) -> list[str]:
                 lines.append("".join(line))
                 line.clear()
                 line.append(part)
-    lines.append("".join(line))
-    return lines
-
+    lines.append("".join(line))  # the last line (not remembered: an open string ends with the text)
+    return len(source) + 1
 
 
 def _spans(css: str, text: str, show: Callable[[str], str]) -> list[str]:

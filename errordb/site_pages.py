@@ -66,6 +66,10 @@ class Source:
         rows = self.conn.execute("SELECT tag, title, summary, explanation FROM families ORDER BY tag")
         return {tag: {"title": title or tag, "summary": summary or "", "explanation": explanation or ""} for tag, title, summary, explanation in rows}
 
+    @functools.cached_property
+    def common_words(self) -> site_related.CommonWords:
+        return site_related.CommonWords()
+
     @functools.lru_cache(maxsize=4096)  # noqa: B019 - one Source per worker process
     def family_counts(self, tag: str) -> tuple[int, int]:
         return self.conn.execute("SELECT count(*), count(DISTINCT repo) FROM records WHERE backgroundTag = ?", [tag]).fetchone()
@@ -137,7 +141,8 @@ def record_pages(
     # The rows as dicts, as the store holds them (validated on the way in): a Record model
     # made and dumped again for each page gave the same dict, at ~5% of a page's time.
     records = list(iter_record_dicts(source.conn, where=where, params=params))  # type: ignore[arg-type]
-    batch = site_related.Batch(first_id, last_id)  # shared by these pages only
+    source.common_words.check(source.conn)  # after the batch's first read: see CommonWords.check
+    batch = site_related.Batch(first_id, last_id, source.common_words)  # shared by these pages only
     same_message = source.same_message(first_id, last_id)
     batch.plan((record, record["tags"]) for record in records)
     for data in records:

@@ -208,7 +208,7 @@ def candidate_ids(
     trace.append(("file", f"{record['repo']}\0{record['filePath']}", None, same_file[-1][1] if len(same_file) > PER_SOURCE else None))
     rowids: list[int] = []
     questions = batch.questions(record, tags) if batch is not None else ring_questions(record, tags)
-    few = FewRows(conn, questions, batch)
+    few = FewRows(conn, batch)
     for ring, position in questions:
         if ring.kind != "words":
             add(_around(conn, ring, position, trace, batch))
@@ -277,13 +277,13 @@ class FewRows:
     the all-words question needs no read at all when one of its words is that rare: its rows
     are among that word's rows (every row holding all the words holds each), so when those
     are the record's own row alone, it has no answer either. That question, four words long,
-    cost ~65 us of full-text search a page at a million records, the rest ~10 us each.
+    cost ~65 us of full-text search a page at a million records (~400 us when its words are
+    all common ones), a one-word one ~10-20 us.
     """
 
-    def __init__(self, conn: sqlite3.Connection, questions: list[tuple[Ring, Any]], batch: Batch | None = None):
+    def __init__(self, conn: sqlite3.Connection, batch: Batch | None = None):
         self.conn = conn
-        # One-word questions the batch does not read for all its pages (those are common words).
-        self._single = {ring.name for ring, _ in questions if ring.kind == "words" and " " not in ring.name and not (batch and batch.shares(ring))}
+        self.batch = batch
         self._rows: dict[str, list[Any] | None] = {}
 
     def rows(self, ring: Ring, position: Any) -> list[Any] | None:
@@ -293,18 +293,55 @@ class FewRows:
         found = None
         if " " in ring.name:
             for word in ring.name.split(" "):
-                if word in self._single:
-                    some = self.rows(_words_ring([word]), position)
-                    if some is not None and all(row[1] == position for row in some):
-                        found = []  # at most the record's own row, never an answer
-                        break
-            # Else not read whole: all its words common ones, whose rows holding them all can be
-            # far apart (~0.6 ms to find WHOLE of them at a million records).
+                single = _words_ring([word])
+                if self.batch is not None and self.batch.shares(single):
+                    continue  # asked by several pages of the batch: a common word
+                some = self.rows(single, position)
+                if some is not None and all(row[1] == position for row in some):
+                    found = []  # at most the record's own row, never an answer
+                    break
+            if found is None and self.batch is not None and self.batch.common is not None:
+                found = self.batch.common.rows(self.conn, ring)  # all its words common ones
         else:
             rows = self.conn.execute(ring.sql("IS NOT NULL") + f" LIMIT {WHOLE}", [ring.value]).fetchall()
             found = rows if len(rows) < WHOLE else None
         self._rows[ring.name] = found
         return found
+
+
+class CommonWords:
+    """All the rows of all-words questions whose words are all common ones, kept across the
+    batches of one worker while the store does not change (:meth:`check`).
+
+    Rows holding four common words at once are few and far apart: finding the eight after a
+    record took ~1 ms at 100,000 records and ~2 ms at a million (FTS5 walks every word's list
+    of rows to their end), and such a question comes back: the generated records' messages
+    ask ~3,300 of them ~19,000 times at a million.
+    """
+
+    #: A question with this many rows or more is not kept (it is asked as :func:`_around` asks).
+    MOST_ROWS = 256
+    #: Questions kept at most (then forgotten all at once): a bound on a worker's memory.
+    MOST = 50_000
+
+    def __init__(self) -> None:
+        self._rows: dict[str, list[Any] | None] = {}
+        self._version: int | None = None
+
+    def check(self, conn: sqlite3.Connection) -> None:
+        """Forget what was kept if another connection wrote to the store since the last check
+        (asked inside a batch's read transaction, after its first read)."""
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._version or len(self._rows) > self.MOST:
+            self._rows.clear()
+            self._version = version
+
+    def rows(self, conn: sqlite3.Connection, ring: Ring) -> list[Any] | None:
+        """All the rows of ``ring``, or None when it has :data:`MOST_ROWS` or more."""
+        if ring.name not in self._rows:
+            rows = conn.execute(ring.sql("IS NOT NULL") + f" LIMIT {self.MOST_ROWS}", [ring.value]).fetchall()
+            self._rows[ring.name] = rows if len(rows) < self.MOST_ROWS else None
+        return self._rows[ring.name]
 
 
 #: A words question that no other page of its batch asks reads up to this many rows of its
@@ -366,7 +403,9 @@ class Batch:
     earlier page).
     """
 
-    def __init__(self, first: str, last: str):
+    def __init__(self, first: str, last: str, common: CommonWords | None = None):
+        #: The worker's all-words questions of common words, checked for this batch.
+        self.common = common
         self.rows: CandidateRows = {}
         self.same_file: dict[tuple[str, str], list[Any]] = {}
         self._last = {"rowid": record_rowid(last), "record_id": last}

@@ -14,6 +14,7 @@ import pytest
 from pygments.lexers import PythonLexer
 from pygments.token import STANDARD_TYPES
 
+from errordb import site_lexing
 from errordb.site_lexing import python_lines
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -175,6 +176,33 @@ def test_f_strings_show_their_fields_as_python():
     assert _classes('f"{a == b}"', "o") == ["=="]
     # Fields over several lines of a triple-quoted f-string keep the lines.
     assert python_lines('f"""a\n{b\n+ 1}\n"""')[1:3] == ['<span class="si">{</span>b', '<span class="o">+</span> <span class="m">1</span><span class="si">}</span>']
+
+
+def test_a_remembered_line_is_coloured_as_the_line_in_its_own_text():
+    """Lines are remembered by their text (site_lexing._LINES) once coloured from one line end
+    to the next. Windows of real modules cut at random lines (inside docstrings, strings
+    continued with a backslash, open brackets), the awkward and the random texts, in a random
+    order: each coloured with every line remembered from the others is what the lexer makes
+    of it alone."""
+    rng = random.Random(11)
+    windows = AWKWARD + _random_texts(300) + [text + "\n" + text for text in AWKWARD + _random_texts(100)]
+    for source in _real_sources()[:60]:
+        lines = source.split("\n")
+        for _ in range(12):
+            start = rng.randrange(len(lines))
+            windows.append("\n".join(lines[start : start + rng.choice([1, 5, 37])]))
+    rng.shuffle(windows)
+    alone = []
+    for window in windows:
+        site_lexing._LINES.clear()
+        alone.append(python_lines(window))
+    site_lexing._LINES.clear()
+    remembered = total = 0
+    for window, expected in zip(windows, alone):
+        remembered += sum(line in site_lexing._LINES for line in window.split("\n")[:-1])
+        total += window.count("\n")
+        assert python_lines(window) == expected, window
+    assert remembered > total / 4, (remembered, total)  # enough lines came from memory to test it
 
 
 @pytest.mark.parametrize(

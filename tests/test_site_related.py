@@ -183,7 +183,7 @@ def test_a_words_question_read_whole_answers_as_the_two_reads_do(size):
         words_trace: list[R.Window] = []
         plain_trace: list[R.Window] = []
         statements.clear()
-        answer = R._around(conn, words, own, words_trace, few=R.FewRows(conn, [(words, own)]))
+        answer = R._around(conn, words, own, words_trace, few=R.FewRows(conn))
         asked = len(statements)
         assert answer == R._around(conn, plain, own, plain_trace), (size, own)
         assert [window[1:] for window in words_trace] == [window[1:] for window in plain_trace], (size, own)
@@ -191,36 +191,71 @@ def test_a_words_question_read_whole_answers_as_the_two_reads_do(size):
     conn.set_trace_callback(None)
 
 
-def test_the_all_words_question_is_answered_from_a_rare_word_as_sqlite_answers_it():
-    # Every row holding all of a message's words holds each: when one of them is in the
-    # record's own message only, the all-words question has no answer and is not asked.
-    # Messages whose words are in 1, 2, 3, 5, 25, 35 and 40 rows, an underscore word (an FTS5
-    # phrase) among them; every page's every words question, with FewRows and without.
-    conn = sqlite3.connect(":memory:")
+def _word_store(path: str = ":memory:") -> tuple[sqlite3.Connection, dict[int, str]]:
+    """A full-text table of 40 messages: words in 1, 2, 3, 5, 25, 35 and 40 rows, an underscore
+    word (an FTS5 phrase) among them, and every fourth message without a word of its own."""
+    conn = sqlite3.connect(path)
     conn.execute("CREATE VIRTUAL TABLE records_fts USING fts5(errorMessage, tokenize='porter')")
-    rowids = [R.record_rowid(f"{i * 0x0123456789ab:016x}") for i in range(1, 41)]
     messages = {}
-    for i, rowid in enumerate(rowids):
-        words = ["every", f"solitary{i}", "pairs" if i % 20 == 0 else "", "triple" if i % 13 == 1 else "", "nines" if i % 9 == 0 else ""]
+    for i in range(40):
+        rowid = R.record_rowid(f"{(i + 1) * 0x0123456789ab:016x}")
+        words = ["every", f"solitary{i}" if i % 4 else "", "pairs" if i % 20 == 0 else "", "triple" if i % 13 == 1 else "", "nines" if i % 9 == 0 else ""]
         words += ["many_layers" if i % 8 else "", "commons" if i < 25 else ""]
         messages[rowid] = " ".join(w for w in words if w) + " failed."
         conn.execute("INSERT INTO records_fts (rowid, errorMessage) VALUES (?, ?)", [rowid, messages[rowid]])
+    conn.commit()
+    return conn, messages
+
+
+def test_words_questions_answered_from_all_their_rows_as_sqlite_answers_them():
+    # Every row holding all of a message's words holds each: when one of them is in the
+    # record's own message only, the all-words question has no answer and is not asked; when
+    # all are common, its rows are kept for the worker (CommonWords) and asked once. Every
+    # page's every words question, twice (the second time from what was kept), against the
+    # plain reads.
+    conn, messages = _word_store()
+    first, last = R.rowid_record_id(min(messages)), R.rowid_record_id(max(messages))
+    records = [({"id": R.rowid_record_id(rowid), "errorMessage": message}, []) for rowid, message in messages.items()]
+    common = R.CommonWords()
     statements: list[str] = []
     conn.set_trace_callback(statements.append)
-    skipped = 0
-    for rowid, message in messages.items():
-        questions = R.ring_questions({"id": R.rowid_record_id(rowid), "errorMessage": message}, [])
-        few = R.FewRows(conn, questions)
-        for ring, position in questions:
-            statements.clear()
-            fast_trace: list[R.Window] = []
-            plain_trace: list[R.Window] = []
-            fast = R._around(conn, ring, position, fast_trace, few=few)
-            skipped += not statements
-            assert fast == R._around(conn, ring, position, plain_trace) and fast_trace == plain_trace, (message, ring.name)
+    all_words_read = {"own word": [0, 0], "common words": [0, 0]}
+    for round_ in (0, 1):
+        common.check(conn)
+        batch = R.Batch(first, last, common)
+        batch.plan(records)  # so the common words are the batch's, as in a build
+        for record, tags in records:
+            few = R.FewRows(conn, batch)
+            for ring, position in batch.questions(record, tags):
+                statements.clear()
+                fast_trace: list[R.Window] = []
+                plain_trace: list[R.Window] = []
+                fast = R._around(conn, ring, position, fast_trace, batch, few)
+                kind = "own word" if "solitary" in record["errorMessage"] else "common words"
+                if not batch.shares(ring):  # (a shared one is read for the whole batch instead)
+                    all_words_read[kind][round_] += sum(1 for sql in statements if '" AND "' in sql)  # two words of one MATCH
+                statements.clear()
+                assert fast == R._around(conn, ring, position, plain_trace) and fast_trace == plain_trace, (record, ring.name)
     conn.set_trace_callback(None)
-    # On each page, the all-words question and its own word's question take one read together.
-    assert skipped == len(messages)
+    assert all_words_read["own word"] == [0, 0]  # answered from the page's own word's rows
+    assert all_words_read["common words"][0] > 0 and all_words_read["common words"][1] == 0  # kept
+
+
+def test_common_words_are_forgotten_when_the_store_changes(tmp_path):
+    conn, messages = _word_store(str(tmp_path / "fts.db"))
+    ring = R._words_ring(["many_layers", "commons", "every"])
+    common = R.CommonWords()
+    common.check(conn)
+    before = common.rows(conn, ring)
+    assert before is not None and 0 < len(before) < R.CommonWords.MOST_ROWS
+    other = sqlite3.connect(tmp_path / "fts.db")
+    other.execute("INSERT INTO records_fts (rowid, errorMessage) VALUES (7, 'every commons many_layers')")
+    other.commit()
+    assert common.rows(conn, ring) == before  # kept until checked: a batch reads one snapshot
+    common.check(conn)
+    assert common.rows(conn, ring) == sorted([(7, 7), *before])
+    other.close()
+    conn.close()
 
 
 @pytest.fixture(scope="module")
