@@ -45,6 +45,34 @@ def test_record_files_are_the_bundled_files_byte_for_byte(api):
         assert (api / "errors" / record_id).read_bytes() == original  # the extension-less URL
 
 
+def test_record_files_made_from_rows_are_the_canonical_json_of_their_envelopes(tmp_path):
+    # iter_record_files serialises the store's row as a plain dict in the schema's order; it
+    # must give canonical_json's bytes (what contentHash is the hash of) for any text.
+    import hashlib
+
+    from helpers import KIMI_PP_ERROR, copy_records, envelope, write_envelope
+
+    from errordb.schema import canonical_json
+    from errordb.store import iter_envelopes, iter_record_files
+
+    records = copy_records(tmp_path / "records")
+    awkward = ['quote " backslash \\ slash /', "tab\tnew\nline \x01\x1f\x7f", "é\u212a\u2028\u2029\ufeff 😀 \U0010ffff", "</script>&amp;"]
+    for i, text in enumerate(awkward):
+        data = envelope(KIMI_PP_ERROR)
+        data["record"].update(id=f"{i + 1:016x}", slug=f"awkward-{i}", documentation=text, solutions=[text, "plain"], backgroundTag=None, httpStatus=None)
+        write_envelope(records, data)
+    path = tmp_path / "db.db"
+    ingest([records], path)
+    db = connect(path)
+    hashes = dict(db.execute("SELECT id, contentHash FROM records").fetchall())
+    made = list(iter_record_files(db))
+    assert [record_id for record_id, _ in made] == sorted(hashes)
+    for (record_id, data), envelope_ in zip(made, iter_envelopes(db)):
+        assert data == canonical_json(envelope_).encode("utf-8"), record_id
+        assert hashlib.sha256(data).hexdigest() == hashes[record_id], record_id
+    db.close()
+
+
 def test_every_record_is_exported_with_both_names(api, store):
     # The synthetic record files are compact JSON in schema order too: canonical, like the bundled ones.
     for record_id in record_ids(store):
