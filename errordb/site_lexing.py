@@ -116,9 +116,12 @@ _OPERATORS = {
 }
 
 
-#: Lines coloured before, by their text (see :func:`python_lines`); forgotten all at once when full.
+#: Lines coloured before, by their text (see :func:`python_lines`); forgotten all at once when
+#: full. Only lines of code's usual length are kept, so the memory stays bounded (~10 MB for
+#: real code's lines).
 _LINES: dict[str, str] = {}
 LINES_MOST = 20_000
+LINE_LONGEST = 200
 
 
 def python_lines(source: str) -> list[str]:
@@ -187,7 +190,8 @@ def _lex_line(source: str, start: int, plain: bool, lines: list[str]) -> int:
         if kind == "nl":
             html = "".join(line)
             lines.append(html)
-            if len(lines) == first + 1:  # one line, from a line end to the next: the same anywhere
+            # One line, from a line end to the next: the same anywhere.
+            if len(lines) == first + 1 and token.start() - start <= LINE_LONGEST:
                 if len(_LINES) >= LINES_MOST:
                     _LINES.clear()
                 _LINES[source[start : token.start()]] = html

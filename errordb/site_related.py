@@ -321,27 +321,35 @@ class CommonWords:
 
     #: A question with this many rows or more is not kept (it is asked as :func:`_around` asks).
     MOST_ROWS = 256
-    #: Questions kept at most (then forgotten all at once): a bound on a worker's memory.
-    MOST = 50_000
+    #: Rows kept at most (then all forgotten at once): a bound on a worker's memory (~40 MB).
+    MOST = 300_000
 
     def __init__(self) -> None:
         self._rows: dict[str, list[Any] | None] = {}
+        self._kept = 0
         self._version: int | None = None
 
     def check(self, conn: sqlite3.Connection) -> None:
         """Forget what was kept if another connection wrote to the store since the last check
         (asked inside a batch's read transaction, after its first read)."""
         version = conn.execute("PRAGMA data_version").fetchone()[0]
-        if version != self._version or len(self._rows) > self.MOST:
-            self._rows.clear()
+        if version != self._version:
+            self._forget()
             self._version = version
 
     def rows(self, conn: sqlite3.Connection, ring: Ring) -> list[Any] | None:
         """All the rows of ``ring``, or None when it has :data:`MOST_ROWS` or more."""
         if ring.name not in self._rows:
             rows = conn.execute(ring.sql("IS NOT NULL") + f" LIMIT {self.MOST_ROWS}", [ring.value]).fetchall()
+            if self._kept + len(rows) > self.MOST:
+                self._forget()
             self._rows[ring.name] = rows if len(rows) < self.MOST_ROWS else None
+            self._kept += len(rows) + 1
         return self._rows[ring.name]
+
+    def _forget(self) -> None:
+        self._rows.clear()
+        self._kept = 0
 
 
 #: A words question that no other page of its batch asks reads up to this many rows of its

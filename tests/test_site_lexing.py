@@ -205,6 +205,14 @@ def test_a_remembered_line_is_coloured_as_the_line_in_its_own_text():
     assert remembered > total / 4, (remembered, total)  # enough lines came from memory to test it
 
 
+def test_only_lines_of_usual_length_are_remembered():
+    site_lexing._LINES.clear()
+    long_line, short_line = "x = " + "a + " * 60, "y = 1"
+    python_lines(f"{long_line}\n{short_line}\nz")
+    assert list(site_lexing._LINES) == [short_line]  # the last line is never remembered either
+    site_lexing._LINES.clear()
+
+
 @pytest.mark.parametrize(
     "source",
     ['"' + "\\" * 100_001, "f'" + "{" * 50_000, "f'" + "}" * 100_000 + "'", "'''" + "'" * 99_999, 'f"{' + "(" * 50_000, "f'{x:" + "{y:" * 30_000, "x" * 200_000, "." * 100_000],

@@ -241,6 +241,18 @@ def test_words_questions_answered_from_all_their_rows_as_sqlite_answers_them():
     assert all_words_read["common words"][0] > 0 and all_words_read["common words"][1] == 0  # kept
 
 
+def test_common_words_keep_a_bounded_number_of_rows(monkeypatch):
+    conn, _ = _word_store()
+    monkeypatch.setattr(R.CommonWords, "MOST", 40)
+    common = R.CommonWords()
+    common.check(conn)
+    rings = [R._words_ring(words) for words in (["commons", "every"], ["many_layers", "every"], ["commons", "failed"])]
+    answers = [common.rows(conn, ring) for ring in rings]  # 25, 35 and 25 rows: each forgets the one before
+    assert [len(rows) for rows in answers] == [25, 35, 25] and common._kept <= 40
+    assert list(common._rows) == [rings[2].name]
+    assert common.rows(conn, rings[0]) == answers[0]  # read again, the same
+
+
 def test_common_words_are_forgotten_when_the_store_changes(tmp_path):
     conn, messages = _word_store(str(tmp_path / "fts.db"))
     ring = R._words_ring(["many_layers", "commons", "every"])
