@@ -239,6 +239,11 @@ class Ring:
     def sql(self, cond: str) -> str:
         return self.select.format(cond=f"{self.column} {cond}")
 
+    def all_rows(self, conn: sqlite3.Connection, fewer_than: int) -> list[Any] | None:
+        """Every row of the question in position order, or None when it has ``fewer_than`` or more."""
+        rows = conn.execute(self.sql("IS NOT NULL") + f" LIMIT {fewer_than}", [self.value]).fetchall()
+        return rows if len(rows) < fewer_than else None
+
 
 _FAMILY = "SELECT id, rowid FROM records WHERE backgroundTag = ? AND {cond} ORDER BY rowid"
 _TAG = "SELECT DISTINCT record_id, record_id FROM record_tags WHERE tag = ? AND {cond} ORDER BY record_id"
@@ -303,8 +308,7 @@ class FewRows:
             if found is None and self.batch is not None and self.batch.common is not None:
                 found = self.batch.common.rows(self.conn, ring)  # all its words common ones
         else:
-            rows = self.conn.execute(ring.sql("IS NOT NULL") + f" LIMIT {WHOLE}", [ring.value]).fetchall()
-            found = rows if len(rows) < WHOLE else None
+            found = ring.all_rows(self.conn, WHOLE)
         self._rows[ring.name] = found
         return found
 
@@ -340,11 +344,12 @@ class CommonWords:
     def rows(self, conn: sqlite3.Connection, ring: Ring) -> list[Any] | None:
         """All the rows of ``ring``, or None when it has :data:`MOST_ROWS` or more."""
         if ring.name not in self._rows:
-            rows = conn.execute(ring.sql("IS NOT NULL") + f" LIMIT {self.MOST_ROWS}", [ring.value]).fetchall()
-            if self._kept + len(rows) > self.MOST:
+            rows = ring.all_rows(conn, self.MOST_ROWS)
+            kept = len(rows) + 1 if rows is not None else 1
+            if self._kept + kept > self.MOST:
                 self._forget()
-            self._rows[ring.name] = rows if len(rows) < self.MOST_ROWS else None
-            self._kept += len(rows) + 1
+            self._rows[ring.name] = rows
+            self._kept += kept
         return self._rows[ring.name]
 
     def _forget(self) -> None:
