@@ -69,8 +69,24 @@ TABLES: dict[str, dict[str, Any]] = {
     },
     "meta": {
         "title": "Dataset facts",
-        "description": "datasetVersion, recordCount, contentHash (SHA-256 over every record's id and content hash) "
+        "description": "datasetVersion, recordCount, contentHash (SHA-256 over every record's id and content hash, "
+        "in buckets: see content_buckets) "
         "and the store layout version.",
+    },
+    "content_buckets": {
+        "description": "The records' content hashes hashed per bucket of ids (the first three hex digits), "
+        "so an ingest rehashes only the buckets it changed; meta's contentHash is the hash of these.",
+        "hidden": True,
+    },
+    "ingests": {
+        "description": "Each ingest that changed the store: its sequence number, the store's contentHash after it, "
+        "and whether change_log lists the records it changed.",
+        "hidden": True,
+    },
+    "change_log": {
+        "description": "The records each recent ingest added, changed or removed, so the site build asks what changed "
+        "since its last build instead of comparing every record.",
+        "hidden": True,
     },
     "records_fts": {"description": "Full-text index of records (porter stemming); used by the records search box."},
     "solutions_fts": {"description": "Full-text index of solutions."},

@@ -207,8 +207,10 @@ def _build(
                 work = sqlite3.connect(scratch / "work.sqlite")
                 stale_records: set[str] | None = None
                 try:
+                    # Read first: whatever changes after it is a change since it for the next build.
+                    store_state = site_changes.store_state(db.conn)
                     pages.build_shared_message_table(db.conn, work)
-                    families = site_changes.family_fingerprints(db.conn)  # before any page reads them
+                    families = None
                     previous = out if incremental and _load_manifest(out, environment, work) else None
                     tasks = list(_plan(db))
                     dataset_version = meta(db).get("datasetVersion") or ""
@@ -217,13 +219,15 @@ def _build(
                     if previous is not None:
                         old_cache = cache
                         if old_cache is not None:
-                            changes = _find_affected(db.conn, old_cache, work, report, families)
-                            changed, removed = changes.changed, changes.removed
+                            changes = _find_affected(db.conn, old_cache, work, report)
+                            changed, removed, families = changes.changed, changes.removed, changes.families
                             listings_same = changes.listings_same and all(
                                 site_changes.cache_info(old_cache, key) == value for key, value in listing_info.items()
                             )
                             if listings_same:
                                 site_changes.load_listing_entries(old_cache, work)
+                    if families is None:
+                        families = site_changes.family_fingerprints(db.conn)  # before any page reads them
                     if spare is not None:
                         if old_cache is None or changed is None:
                             _empty(staging)  # the cache went away since it was checked: build afresh
@@ -243,9 +247,14 @@ def _build(
                 with site_changes.CacheWriter(new_cache, previous_cache, removed) as cache_writer:
                     segments = _render(db, config, staging, tasks, record_count, workers, report, progress, old_api, stale_records, cache_writer)
                     spare_paths = _settle(scratch, staging, config)
+                    if site_changes.store_state(db.conn) != store_state:
+                        # The store changed while the pages were read: what the cache knows is of
+                        # no single state of it, so the next build compares every record.
+                        store_state = dict.fromkeys(store_state, "")
                     cache_writer.finish(
                         out, families, staging / MANIFEST, segments, staging / "api" / ALL_JSONL,
-                        site_changes.Spare(kept, spare_paths, changed if kept and changed else set()), listing_info, _listing_entries(scratch, tasks),
+                        site_changes.Spare(kept, spare_paths, changed if kept and changed else set()), {**listing_info, **store_state},
+                        _listing_entries(scratch, tasks),
                     )  # fmt: skip
         finally:
             if cache is not None:
@@ -338,14 +347,12 @@ def _remove_page(root: Path, path: tuple[str, ...]) -> None:
         folder = folder.parent
 
 
-def _find_affected(
-    store: sqlite3.Connection, old_cache: sqlite3.Connection, work: sqlite3.Connection, report: BuildReport, families: dict[str, str],
-) -> site_changes.Changes:
+def _find_affected(store: sqlite3.Connection, old_cache: sqlite3.Connection, work: sqlite3.Connection, report: BuildReport) -> site_changes.Changes:
     """Fill ``work``'s ``affected`` table (the records whose pages may differ from the old
     build); returns what changed."""
     from errordb.site_repro import covered_records
 
-    changes = site_changes.affected_records(store, old_cache, covered_records(), families)
+    changes = site_changes.affected_records(store, old_cache, covered_records())
     report.changed = len(changes.changed)
     work.execute("CREATE TABLE affected (id TEXT PRIMARY KEY)")
     work.executemany("INSERT INTO affected VALUES (?)", ((record_id,) for record_id in sorted(changes.affected)))

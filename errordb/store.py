@@ -12,6 +12,11 @@ Tables (all browsable with Datasette):
 - ``solutions`` and ``prevention_tips``: ordered child rows;
 - ``tags`` and ``record_tags`` (many-to-many, ordered);
 - ``meta``: dataset version, record count and content hash of the whole store;
+- what changed, so that a later reader asks "what changed since" instead of comparing every
+  record: ``content_buckets`` (the records' content hashes hashed per bucket of ids, so an
+  ingest rehashes only the buckets it touched), ``ingests`` (each ingest that changed
+  something: its sequence number and the store's content hash after it) and ``change_log``
+  (the ids each of the recent ones changed; see :func:`changed_since`);
 - full-text search: ``records_fts`` (message, documentation, trigger, situations) and
   ``solutions_fts``.
 
@@ -54,8 +59,9 @@ SCALAR_FIELDS = (
     "validationCode", "typeGuard", "tryCatchPattern", "backgroundTag", "analyzedSha", "analyzedAt", "schemaVersion",
 )  # fmt: skip
 
-#: Bumped whenever the table layout changes; a database of another layout is refused.
-STORE_VERSION = "2"
+#: Bumped whenever the table layout changes; a database of another layout is refused
+#: (but for layout 2, which an ingest upgrades in place: layout 3 only added tables and an index).
+STORE_VERSION = "3"
 BATCH_SIZE = 2000
 #: After an ingest, records whose index word is in more patterns than this get a rarer one.
 REKEY_FREQUENCY = 32
@@ -211,16 +217,19 @@ def unreadable(path: str | os.PathLike[str] | None, exc: sqlite3.Error) -> Store
     return StoreError(f"{path or 'the database'}: cannot be read ({text})")
 
 
-def ensure_schema(db: sqlite_utils.Database) -> None:
-    """Create errordb's tables, indexes and full-text search where they are missing."""
+def ensure_schema(db: sqlite_utils.Database, upgrade: bool = False) -> bool:
+    """Create errordb's tables, indexes and full-text search where they are missing. With
+    ``upgrade`` (an ingest's transaction), a store of layout 2 is brought to this layout; True
+    when it was (its content hash and change log then start again)."""
     if "meta" in db.table_names():
         version = db.execute("SELECT value FROM meta WHERE key = 'storeVersion'").fetchone()
+        if version == ("2",) and upgrade:
+            _create_change_tables(db)
+            db.execute("UPDATE meta SET value = ? WHERE key = 'storeVersion'", [STORE_VERSION])
+            return True
         if version is None or version[0] != STORE_VERSION:
-            raise StoreError(
-                f"{_db_name(db)}: built by another errordb version (store layout "
-                f"{version[0] if version else '?'}, this errordb writes {STORE_VERSION}); ingest into a new file"
-            )
-        return
+            raise StoreError(_other_layout(_db_name(db), version[0] if version else None))
+        return False
     if db.table_names():
         raise StoreError(f"{_db_name(db)}: not an errordb database (it has other tables)")
     db["meta"].create({"key": str, "value": str}, pk="key")
@@ -253,7 +262,24 @@ def ensure_schema(db: sqlite_utils.Database) -> None:
     db["record_tags"].create_index(["tag", "record_id"])
     db["records"].enable_fts(FTS_RECORD_COLUMNS, create_triggers=True, tokenize=FTS_TOKENIZER)
     db["solutions"].enable_fts(["text"], create_triggers=True, tokenize=FTS_TOKENIZER)
+    _create_change_tables(db)
     db["meta"].insert({"key": "storeVersion", "value": STORE_VERSION})
+    return False
+
+
+def _other_layout(name: str, version: str | None) -> str:
+    if version == "2":
+        return f"{name}: store layout 2, older than this errordb's {STORE_VERSION}; one `errordb ingest --db {name}` (of any records) upgrades it in place"
+    return f"{name}: built by another errordb version (store layout {version or '?'}, this errordb writes {STORE_VERSION}); ingest into a new file"
+
+
+def _create_change_tables(db: sqlite_utils.Database) -> None:
+    db.execute("CREATE TABLE content_buckets (bucket TEXT PRIMARY KEY, hash TEXT NOT NULL)")
+    db.execute("CREATE TABLE ingests (sequence INTEGER PRIMARY KEY, contentHash TEXT NOT NULL, listed INTEGER NOT NULL)")
+    db.execute("CREATE TABLE change_log (sequence INTEGER NOT NULL, id TEXT NOT NULL, PRIMARY KEY (sequence, id)) WITHOUT ROWID")
+    # meta's datasetVersion is the newest one: without an index, finding it read the whole table
+    # (1.3 s at a million records, for every ingest however small).
+    db["records"].create_index(["datasetVersion"])
 
 
 def _db_name(db: sqlite_utils.Database) -> str:
@@ -330,7 +356,7 @@ def ingest(
         try:
             with db.atomic():
                 _tune_for_bulk_writes(db)
-                ensure_schema(db)
+                upgraded = ensure_schema(db, upgrade=True)
                 _write_families(db, families)
                 db.execute("CREATE TEMP TABLE seen (id TEXT PRIMARY KEY, source TEXT NOT NULL)")
                 _create_staging(db)
@@ -342,13 +368,13 @@ def ingest(
                     if progress:
                         progress(read)
                 _store_staged(db, storing)
-                if prune:
-                    report.removed = _prune(db)
+                removed = _prune(db) if prune else []
+                report.removed = len(removed)
                 _merge_full_text(db, report.added + report.updated + report.removed)
-                if report.added or report.updated or report.removed:
+                if report.added or report.updated or report.removed or upgraded:
                     _rekey(db)
                     _drop_orphans(db)
-                    _write_meta(db)
+                    _log_changes(db, report.changed_ids + removed, everything=upgraded)
                 db.execute("DROP TABLE temp.seen")
         except BaseException:
             db.close()
@@ -670,16 +696,17 @@ def _insert_children(db: sqlite_utils.Database, items: list[Prepared]) -> None:
     _insert_rows(db, "temp.new_record_tags", ["record_id", "position", "tag"], tag_rows)
 
 
-def _prune(db: sqlite_utils.Database) -> int:
+def _prune(db: sqlite_utils.Database) -> list[str]:
+    """Remove the records none of this ingest's files held; returns their ids."""
     gone = "SELECT id FROM records WHERE id NOT IN (SELECT id FROM temp.seen)"
-    count = db.execute(f"SELECT count(*) FROM ({gone})").fetchone()[0]
-    if count:
+    ids = [row[0] for row in db.execute(f"{gone} ORDER BY id")]
+    if ids:
         patterns = [row[0] for row in db.execute(f"SELECT messagePattern FROM records WHERE id IN ({gone})")]
         _count_terms(db, map(pattern_words, patterns), -1)
         for table in (*CHILD_TABLES, "record_tags"):
             db.execute(f"DELETE FROM {table} WHERE record_id IN ({gone})")
         db.execute(f"DELETE FROM records WHERE id IN ({gone})")
-    return count
+    return ids
 
 
 def _drop_orphans(db: sqlite_utils.Database) -> None:
@@ -687,19 +714,106 @@ def _drop_orphans(db: sqlite_utils.Database) -> None:
     db.execute("DELETE FROM tags WHERE name NOT IN (SELECT tag FROM record_tags)")
 
 
-def _write_meta(db: sqlite_utils.Database) -> None:
+#: Hex digits of an id that name its bucket of content hashes (4,096 buckets).
+BUCKET_DIGITS = 3
+#: An ingest that changed more records than this is logged without its ids: a reader then
+#: compares every record, which costs no more than such an ingest did.
+LOGGED_IDS_MOST = 10_000
+#: The change log keeps the ids of the newest ingests, up to this many rows in all...
+LOG_ROWS_MOST = 100_000
+#: ... and of at most this many ingests.
+LOG_INGESTS_MOST = 1_000
+
+
+def _log_changes(db: sqlite_utils.Database, ids: list[str], everything: bool = False) -> None:
+    """Record an ingest that changed the records ``ids`` (``everything``: the store may differ
+    anywhere, as after an upgrade): rehash their buckets, log the ingest and its ids, and write
+    the ``meta`` table."""
+    listed = not everything and len(ids) <= LOGGED_IDS_MOST
+    _rehash_buckets(db, {record_id[:BUCKET_DIGITS] for record_id in ids} if listed else None)
     digest = hashlib.sha256()
-    for record_id, record_hash in db.execute("SELECT id, contentHash FROM records ORDER BY id"):
-        digest.update(f"{record_id}:{record_hash}\n".encode())
+    for bucket, bucket_hash in db.execute("SELECT bucket, hash FROM content_buckets ORDER BY bucket"):
+        digest.update(f"{bucket}:{bucket_hash}\n".encode())
+    store_hash = digest.hexdigest()
+    sequence = (db.execute("SELECT max(sequence) FROM ingests").fetchone()[0] or 0) + 1
+    db.execute("INSERT INTO ingests (sequence, contentHash, listed) VALUES (?, ?, ?)", [sequence, store_hash, int(listed)])
+    if listed:
+        db.conn.executemany("INSERT OR IGNORE INTO change_log (sequence, id) VALUES (?, ?)", ((sequence, i) for i in sorted(ids)))
+    _trim_log(db, sequence)
     count, version = db.execute("SELECT count(*), max(datasetVersion) FROM records").fetchone()
     db["meta"].upsert_all(
         [
             {"key": "datasetVersion", "value": version},
             {"key": "recordCount", "value": str(count)},
-            {"key": "contentHash", "value": digest.hexdigest()},
+            {"key": "contentHash", "value": store_hash},
         ],
         pk="key",
     )
+
+
+def _rehash_buckets(db: sqlite_utils.Database, buckets: set[str] | None) -> None:
+    """Hash again the ``buckets`` of records (None: all): SHA-256 over ``id:contentHash`` lines
+    in id order; an empty bucket has no row."""
+    if buckets is None:
+        db.execute("DELETE FROM content_buckets")
+        ranges: Iterable[tuple[str | None, int, int]] = [(None, record_rowid("0" * 16), record_rowid("f" * 16))]
+    else:
+        pad = 16 - BUCKET_DIGITS
+        ranges = [(b, record_rowid(b + "0" * pad), record_rowid(b + "f" * pad)) for b in sorted(buckets)]
+    rows = []
+    for wanted, low, high in ranges:
+        current, digest = wanted, hashlib.sha256()
+        filled = False
+        cursor = db.execute("SELECT id, contentHash FROM records WHERE rowid BETWEEN ? AND ? ORDER BY rowid", [low, high])
+        for record_id, record_hash in cursor:
+            bucket = record_id[:BUCKET_DIGITS]
+            if bucket != current:  # only when hashing every bucket in one pass
+                if filled:
+                    rows.append((current, digest.hexdigest()))
+                current, digest, filled = bucket, hashlib.sha256(), False
+            digest.update(f"{record_id}:{record_hash}\n".encode())
+            filled = True
+        if filled:
+            rows.append((current, digest.hexdigest()))
+        elif wanted is not None:
+            db.execute("DELETE FROM content_buckets WHERE bucket = ?", [wanted])
+    db.conn.executemany("INSERT OR REPLACE INTO content_buckets (bucket, hash) VALUES (?, ?)", rows)
+
+
+def _trim_log(db: sqlite_utils.Database, sequence: int) -> None:
+    """Forget the oldest ingests past the log's bounds (a reader from before them compares every record)."""
+    oldest = sequence - LOG_INGESTS_MOST + 1
+    rows = 0
+    for older, count in db.execute("SELECT sequence, count(*) FROM change_log GROUP BY sequence ORDER BY sequence DESC"):
+        rows += count
+        if rows > LOG_ROWS_MOST:
+            oldest = max(oldest, older)  # a reader from `older` needs only the rows after it
+            break
+    db.execute("DELETE FROM ingests WHERE sequence < ?", [oldest])
+    db.execute("DELETE FROM change_log WHERE sequence <= ?", [oldest])
+
+
+def change_state(conn: Any) -> tuple[int, str] | None:
+    """(sequence number, content hash) of the store's last ingest; None for a store without one."""
+    row = conn.execute("SELECT sequence, contentHash FROM ingests ORDER BY sequence DESC LIMIT 1").fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def changed_since(conn: Any, sequence: int, content_hash: str) -> list[str] | None:
+    """The ids of the records added, changed or removed since the store's ingest ``sequence``,
+    in id order (a record changed back again is listed too); None when the store cannot tell.
+
+    The store must have been in the state ``content_hash`` at that ingest: a copy of the file
+    that went its own way since, or another store, cannot tell what changed since a state it
+    was never in. It cannot either when an ingest since changed too many records to list
+    them, or when the log no longer reaches back that far.
+    """
+    row = conn.execute("SELECT contentHash FROM ingests WHERE sequence = ?", [sequence]).fetchone()
+    if row is None or row[0] != content_hash:
+        return None
+    if conn.execute("SELECT 1 FROM ingests WHERE sequence > ? AND NOT listed LIMIT 1", [sequence]).fetchone():
+        return None
+    return [row[0] for row in conn.execute("SELECT DISTINCT id FROM change_log WHERE sequence > ? ORDER BY id", [sequence])]
 
 
 # Reading back ---------------------------------------------------------------------------------
@@ -985,7 +1099,7 @@ def open_connection(db_path: str | os.PathLike[str] | None = None) -> sqlite3.Co
         raise StoreError(f"{path}: not an errordb database ({exc})") from None
     if row is None or row[0] != STORE_VERSION:
         conn.close()
-        raise StoreError(f"{path}: built by another errordb version; ingest into a new file")
+        raise StoreError(_other_layout(str(path), row[0] if row else None))
     return conn
 
 

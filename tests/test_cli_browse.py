@@ -330,7 +330,7 @@ def test_stats_counts_every_kind(db):
     assert data["families"][0] == {"name": "missing-required-argument", "records": 3, "title": "Missing required argument"}
     assert {"name": "zoo", "records": 2} in data["tags"] and data["tagGroups"] == 8
     assert data["withoutFamily"] == 1 and data["withoutTags"] == 1
-    assert data["datasetVersion"] == "2026-08-28T06:17:29.519Z" and data["storeVersion"] == "2"
+    assert data["datasetVersion"] == "2026-08-28T06:17:29.519Z" and data["storeVersion"] == "3"
     assert data["database"] == str(db) and data["bytes"] == db.stat().st_size
 
 

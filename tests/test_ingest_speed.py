@@ -106,8 +106,8 @@ def test_chunked_yields_the_items_before_an_error_first():
 
 def _dump(path: Path) -> dict[str, list]:
     conn = sqlite3.connect(path)
-    tables = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE '%fts%'")]
-    dump = {name: conn.execute(f"SELECT rowid, * FROM {name} ORDER BY rowid").fetchall() for name in tables}
+    tables = conn.execute("SELECT name, sql LIKE '%WITHOUT ROWID' FROM sqlite_master WHERE type='table' AND name NOT LIKE '%fts%'").fetchall()
+    dump = {name: conn.execute(f"SELECT {'' if keyed else 'rowid, '}* FROM {name} ORDER BY 1, 2").fetchall() for name, keyed in tables}
     dump["fts"] = conn.execute("SELECT rowid FROM records_fts WHERE records_fts MATCH 'tensor' ORDER BY rowid").fetchall()
     dump["solutions_fts"] = conn.execute("SELECT rowid FROM solutions_fts WHERE solutions_fts MATCH 'check' ORDER BY rowid").fetchall()
     conn.close()

@@ -191,6 +191,72 @@ def test_a_cache_of_another_build_is_not_used(base, tmp_path):
     assert build_site(db, out, incremental=True, jobs=1).changed is None
 
 
+def test_the_change_log_names_what_comparing_every_record_finds(base, tmp_path):
+    envelopes, db, out = _copy(base, tmp_path)
+    families = FAMILIES.read_text(encoding="utf-8")
+    for number, step in enumerate(STEPS):
+        families = step(envelopes, families) or families
+        ingest([_write(envelopes, tmp_path / f"step-{number}", families)], db, prune=True)
+        store = sqlite3.connect(db)
+        cache = site_changes.open_cache(out, out / ".build-manifest.json")
+        try:
+            changed_old, changed_new, logged = site_changes._changed(store, cache)
+            assert logged, step.__name__
+            assert (changed_old, changed_new) == site_changes._compare_all(store, cache), step.__name__
+            assert len(set(changed_old) | set(changed_new)) == (0 if step is _family_text else 1), step.__name__
+            # Only the families a changed record was or is in are counted again: the same fingerprints.
+            changes = site_changes.affected_records(store, cache, [])
+            assert changes.families == site_changes.family_fingerprints(store), step.__name__
+        finally:
+            store.close()
+            cache.close()
+        build_site(db, out, incremental=True, jobs=1)
+
+
+def test_a_store_changed_while_the_site_was_built_is_compared_whole_next_time(base, tmp_path, monkeypatch):
+    from errordb import site
+
+    envelopes, db, out = _copy(base, tmp_path)
+    settle = site._settle
+
+    def settle_after_an_ingest(*args):
+        _edit_message(envelopes, None)  # a change the pages read before it do not show
+        ingest([_write(envelopes, tmp_path / "during")], db)
+        return settle(*args)
+
+    monkeypatch.setattr(site, "_settle", settle_after_an_ingest)
+    build_site(db, out, incremental=True, jobs=1)
+    monkeypatch.setattr(site, "_settle", settle)
+    cache = site_changes.open_cache(out, out / ".build-manifest.json")
+    assert site_changes.cache_info(cache, "storeSequence") == ""
+    cache.close()
+    calls = []
+    compare_all = site_changes._compare_all
+    monkeypatch.setattr(site_changes, "_compare_all", lambda *args: calls.append(1) or compare_all(*args))
+    report = build_site(db, out, incremental=True, jobs=1)
+    assert calls and report.changed == 1
+    assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full"))
+
+
+def test_a_copy_of_the_store_that_went_its_own_way_is_compared_whole(base, tmp_path, monkeypatch):
+    envelopes, db, out = _copy(base, tmp_path)
+    other = tmp_path / "other.db"
+    shutil.copyfile(db, other)
+    mine, theirs = copy.deepcopy(envelopes), copy.deepcopy(envelopes)
+    _edit_documentation(mine, None)
+    _edit_message(theirs, None)
+    ingest([_write(mine, tmp_path / "mine")], db)
+    ingest([_write(theirs, tmp_path / "theirs")], other)
+    build_site(db, out, incremental=True, jobs=1)
+    # The site's cache knows the first copy after its ingest; the other is at the same sequence number.
+    calls = []
+    compare_all = site_changes._compare_all
+    monkeypatch.setattr(site_changes, "_compare_all", lambda *args: calls.append(1) or compare_all(*args))
+    report = build_site(other, out, incremental=True, jobs=1)
+    assert calls and report.changed == 2
+    assert tree_bytes(out) == tree_bytes(_full(other, tmp_path / "full"))
+
+
 def _full(db: Path, out: Path) -> Path:
     build_site(db, out, jobs=1)
     return out
