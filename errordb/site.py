@@ -66,6 +66,9 @@ MANIFEST = ".build-manifest.json"
 MANIFEST_FORMAT = "errordb-site-manifest"
 #: From this many records on, pages are rendered by a pool of worker processes.
 POOL_THRESHOLD = 2000
+#: An incremental build that renders at most this share of the error pages finds the records
+#: that share their message through the build cache instead of grouping the whole store.
+TARGETED_SHARE = 0.1
 #: Records per rendering task (and per search index chunk).
 BATCH = pages.PAGE_SIZE
 #: Most URLs one sitemap file may list (the sitemap protocol's limit).
@@ -209,8 +212,8 @@ def _build(
                 try:
                     # Read first: whatever changes after it is a change since it for the next build.
                     store_state = site_changes.store_state(db.conn)
-                    pages.build_shared_message_table(db.conn, work)
                     families = None
+                    groups, scope = None, set()  # of the records that share a message: all, or those of the pages rendered
                     previous = out if incremental and _load_manifest(out, environment, work) else None
                     tasks = list(_plan(db))
                     dataset_version = meta(db).get("datasetVersion") or ""
@@ -221,13 +224,19 @@ def _build(
                         if old_cache is not None:
                             changes = _find_affected(db.conn, old_cache, work, report)
                             changed, removed, families = changes.changed, changes.removed, changes.families
+                            if len(changes.affected) <= record_count * TARGETED_SHARE:
+                                scope = changes.affected
+                                groups = site_changes.message_groups(db.conn, old_cache, scope, changed)
                             listings_same = changes.listings_same and all(
                                 site_changes.cache_info(old_cache, key) == value for key, value in listing_info.items()
                             )
                             if listings_same:
                                 site_changes.load_listing_entries(old_cache, work)
                     if families is None:
-                        families = site_changes.family_fingerprints(db.conn)  # before any page reads them
+                        families = site_changes.family_fingerprints(db.conn)
+                    # Both before any page reads them.
+                    pages.build_shared_message_table(db.conn, work, groups, scope)
+                    pages.write_family_counts(work, ((tag, family.records, family.repos) for tag, family in families.items()))
                     if spare is not None:
                         if old_cache is None or changed is None:
                             _empty(staging)  # the cache went away since it was checked: build afresh

@@ -270,6 +270,42 @@ class Changes:
     families: dict[str, Family]
 
 
+def message_groups(store: sqlite3.Connection, cache: sqlite3.Connection, ids: set[str], changed: set[str]) -> list[list[str]]:
+    """The groups (of two or more, each in id order) of the records that share a messagePattern
+    or an errorMessage with one of ``ids``: what :func:`errordb.site_pages.build_shared_message_table`
+    finds for those records, without grouping the whole store.
+
+    ``changed`` are the records added, changed or removed since the cache's build (those in the
+    store among them are in ``ids``, as the affected records hold them): the cache's message
+    hashes of every other record are those of its text now. Hashes only find candidates; the
+    texts themselves decide.
+    """
+    texts: dict[str, tuple[str, str]] = {}
+
+    def read(wanted: Iterable[str]) -> None:
+        for chunk in _chunks(sorted(set(wanted) - texts.keys())):
+            sql = f"SELECT id, messagePattern, errorMessage FROM records WHERE id IN ({_marks(chunk)})"
+            texts.update((record_id, (pattern, message)) for record_id, pattern, message in store.execute(sql, chunk))
+
+    read(ids)
+    mine = set(texts)
+    groups = []
+    for position, column in enumerate(("ph", "mh")):
+        values = {texts[record_id][position] for record_id in mine}
+        hashes = sorted({_text_hash(value) for value in values})
+        candidates = set(mine)
+        for chunk in _chunks(hashes):
+            candidates.update(row[0] for row in cache.execute(f"SELECT id FROM records WHERE {column} IN ({_marks(chunk)})", chunk) if row[0] not in changed)
+        read(candidates)
+        members: dict[str, list[str]] = {}
+        for record_id in sorted(candidates & texts.keys()):
+            value = texts[record_id][position]
+            if value in values:
+                members.setdefault(value, []).append(record_id)
+        groups.extend(group for _, group in sorted(members.items()) if len(group) > 1)
+    return groups
+
+
 def listing_inputs(store: sqlite3.Connection) -> dict[str, str]:
     """What listings show beyond their records' columns, to keep in the cache's ``info``: the
     families table (a family is listed even without records, so it is not in the fingerprints)."""

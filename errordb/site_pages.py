@@ -72,11 +72,26 @@ class Source:
 
     @functools.lru_cache(maxsize=4096)  # noqa: B019 - one Source per worker process
     def family_counts(self, tag: str) -> tuple[int, int]:
+        """(records, repositories) of a family: as the build counted them before the pages were
+        read (``family_counts`` in the scratch database: a family of 125,000 records took each
+        worker 0.3 s to count), else counted here."""
+        if self.work is not None:
+            try:
+                row = self.work.execute("SELECT records, repos FROM family_counts WHERE tag = ?", [tag]).fetchone()
+            except sqlite3.OperationalError:  # a scratch database without the table
+                row = None
+            if row is not None:
+                return row
         return self.conn.execute("SELECT count(*), count(DISTINCT repo) FROM records WHERE backgroundTag = ?", [tag]).fetchone()
 
-    def same_message(self, first_id: str, last_id: str) -> dict[str, list[str]]:
+    def same_message(self, first_id: str, last_id: str, ids: Iterable[str] = ()) -> dict[str, list[str]]:
         """For the records with ids from ``first_id`` to ``last_id`` that share their
-        messagePattern or errorMessage: the ids of the others, in id order (one question a batch)."""
+        messagePattern or errorMessage: the ids of the others, in id order (one question a batch).
+
+        An incremental build groups only the records it means to render (``shared_message_scope``
+        lists them); any other of ``ids`` (a page it could not reuse after all) is looked up
+        in the store, one scan each.
+        """
         if self.work is None:
             return {}
         sql = (
@@ -86,33 +101,73 @@ class Source:
         found: dict[str, list[str]] = {}
         for record_id, other in self.work.execute(sql, [first_id, last_id]):
             found.setdefault(record_id, []).append(other)
+        if self._scoped:
+            for record_id in ids:
+                if self.work.execute("SELECT 1 FROM shared_message_scope WHERE id = ?", [record_id]).fetchone() is None:
+                    found[record_id] = [row[0] for row in self.conn.execute(_SAME_MESSAGE_SQL, [record_id])]
+                    if not found[record_id]:
+                        del found[record_id]
         return found
 
+    @functools.cached_property
+    def _scoped(self) -> bool:
+        sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'shared_message_scope'"
+        return self.work is not None and self.work.execute(sql).fetchone() is not None
 
-def build_shared_message_table(conn: sqlite3.Connection, work: sqlite3.Connection) -> None:
-    """Find, in one pass each, the records that share a messagePattern or an errorMessage.
+
+_SAME_MESSAGE_SQL = (
+    "SELECT b.id FROM records a JOIN records b ON b.messagePattern = a.messagePattern OR b.errorMessage = a.errorMessage "
+    "WHERE a.id = ? AND b.id != a.id ORDER BY b.id"
+)
+
+
+def build_shared_message_table(
+    conn: sqlite3.Connection, work: sqlite3.Connection, groups: Iterable[list[str]] | None = None, scope: Iterable[str] = (),
+) -> None:
+    """Find, in one pass each, the records that share a messagePattern or an errorMessage; or
+    take the ``groups`` of ids an incremental build found for the records ``scope`` (those
+    whose pages it renders).
 
     The store has no index on message text, so asking per page would scan the whole table per
     record; grouping once costs one sort. Only groups of two or more are kept (usually few).
     """
     work.execute("CREATE TABLE shared_message (grp INTEGER NOT NULL, id TEXT NOT NULL)")
-    group = 0
-    for column in ("messagePattern", "errorMessage"):
-        sql = f'SELECT "{column}", id FROM records WHERE "{column}" IN (SELECT "{column}" FROM records GROUP BY 1 HAVING count(*) > 1) ORDER BY 1, 2'
-        previous = None
-        batch = []
-        for value, record_id in conn.execute(sql):
-            if value != previous:
-                group += 1
-                previous = value
-            batch.append((group, record_id))
-            if len(batch) >= 10_000:
-                work.executemany("INSERT INTO shared_message VALUES (?, ?)", batch)
-                batch.clear()
-        work.executemany("INSERT INTO shared_message VALUES (?, ?)", batch)
+    if groups is None:
+        groups = _shared_message_groups(conn)
+    else:
+        work.execute("CREATE TABLE shared_message_scope (id TEXT PRIMARY KEY)")
+        work.executemany("INSERT INTO shared_message_scope VALUES (?)", ((record_id,) for record_id in sorted(set(scope))))
+    batch = []
+    for group, ids in enumerate(groups, 1):
+        batch.extend((group, record_id) for record_id in ids)
+        if len(batch) >= 10_000:
+            work.executemany("INSERT INTO shared_message VALUES (?, ?)", batch)
+            batch.clear()
+    work.executemany("INSERT INTO shared_message VALUES (?, ?)", batch)
     work.execute("CREATE INDEX shared_message_id ON shared_message (id)")
     work.execute("CREATE INDEX shared_message_grp ON shared_message (grp)")
     work.commit()
+
+
+def _shared_message_groups(conn: sqlite3.Connection) -> Iterator[list[str]]:
+    for column in ("messagePattern", "errorMessage"):
+        sql = f'SELECT "{column}", id FROM records WHERE "{column}" IN (SELECT "{column}" FROM records GROUP BY 1 HAVING count(*) > 1) ORDER BY 1, 2'
+        group: list[str] = []
+        previous = None
+        for value, record_id in conn.execute(sql):
+            if value != previous and group:
+                yield group
+                group = []
+            previous = value
+            group.append(record_id)
+        if group:
+            yield group
+
+
+def write_family_counts(work: sqlite3.Connection, counts: Iterable[tuple[str, int, int]]) -> None:
+    """Give the workers each family's (tag, records, repositories), counted once by the build."""
+    work.execute("CREATE TABLE family_counts (tag TEXT PRIMARY KEY, records INTEGER NOT NULL, repos INTEGER NOT NULL)")
+    work.executemany("INSERT INTO family_counts VALUES (?, ?, ?)", counts)
 
 
 # Error pages ----------------------------------------------------------------------------------
@@ -143,7 +198,7 @@ def record_pages(
     records = list(iter_record_dicts(source.conn, where=where, params=params))  # type: ignore[arg-type]
     source.common_words.check(source.conn)  # after the batch's first read: see CommonWords.check
     batch = site_related.Batch(first_id, last_id, source.common_words)  # shared by these pages only
-    same_message = source.same_message(first_id, last_id)
+    same_message = source.same_message(first_id, last_id, [record["id"] for record in records])
     batch.plan((record, record["tags"]) for record in records)
     for data in records:
         record_id = data["id"]

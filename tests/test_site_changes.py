@@ -113,6 +113,16 @@ STEPS = [_edit_documentation, _edit_message, _same_message_as_another, _move_fam
          _change_class, _add_record, _remove_record, _family_text]  # fmt: skip
 
 
+@pytest.fixture(autouse=True)
+def targeted(monkeypatch):
+    """Incremental builds here find the records that share a message through the cache however
+    many pages they render (120 records: a change reaches more than the tenth of them that
+    :data:`errordb.site.TARGETED_SHARE` allows); full builds group the whole store."""
+    from errordb import site
+
+    monkeypatch.setattr(site, "TARGETED_SHARE", 1.0)
+
+
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> tuple[list[dict], Path, Path, Path]:
     """The generated records, their store, their site and that site's build cache."""
@@ -255,6 +265,31 @@ def test_a_copy_of_the_store_that_went_its_own_way_is_compared_whole(base, tmp_p
     report = build_site(other, out, incremental=True, jobs=1)
     assert calls and report.changed == 2
     assert tree_bytes(out) == tree_bytes(_full(other, tmp_path / "full"))
+
+
+def test_a_page_no_change_reaches_but_missing_from_the_site_shows_its_whole_message_group(base, tmp_path):
+    from errordb.site import spare_path
+
+    envelopes, db, out = _copy(base, tmp_path)
+    _same_message_as_another(envelopes, None)
+    ingest([_write(envelopes, tmp_path / "shared")], db)
+    build_site(db, out, incremental=True, jobs=1)
+    shutil.rmtree(spare_path(out))  # so the next build links pages from the site, and finds one missing
+    # A record whose edit reaches neither of the two that share a message.
+    sharing = {_record(envelopes, i)["id"] for i in (30, 31)}
+    store, cache = sqlite3.connect(db), site_changes.open_cache(out, out / ".build-manifest.json")
+    facts = {fact["id"]: fact for fact in site_changes.record_facts(store, sorted(r["record"]["id"] for r in envelopes), site_changes.Stemmer())}
+    edited = next(i for i, e in enumerate(envelopes) if e["record"]["id"] not in sharing and not sharing & site_changes._reached(cache, facts[e["record"]["id"]]))
+    store.close()
+    cache.close()
+    _record(envelopes, edited)["documentation"] += " Edited."
+    ingest([_write(envelopes, tmp_path / "edited")], db)
+    missing = out / "errors" / _record(envelopes, 30)["slug"] / "index.html"
+    assert "same message" in missing.read_text(encoding="utf-8").lower()
+    missing.unlink()
+    report = build_site(db, out, incremental=True, jobs=1)
+    assert report.changed == 1 and report.rendered == 2
+    assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full"))
 
 
 def _full(db: Path, out: Path) -> Path:
