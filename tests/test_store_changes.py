@@ -222,3 +222,20 @@ def test_a_store_of_layout_2_is_upgraded_in_place_by_an_ingest(tmp_path):
     envelopes[2]["record"]["documentation"] += " After."
     _ingest(envelopes, db, tmp_path, "after")
     assert _since(db, state) == [envelopes[2]["record"]["id"]]
+
+
+def test_the_content_hash_is_what_docs_api_md_says(tmp_path):
+    import hashlib
+
+    from errordb.store import iter_record_files
+
+    envelopes = _generated(80)
+    db = tmp_path / "e.db"
+    _ingest(envelopes, db, tmp_path, "first")
+    store = open_db(db)
+    buckets: dict[str, hashlib._Hash] = {}
+    for record_id, data in iter_record_files(store):  # in id order
+        line = f"{record_id}:{hashlib.sha256(data).hexdigest()}\n"
+        buckets.setdefault(record_id[:3], hashlib.sha256()).update(line.encode())
+    whole = hashlib.sha256("".join(f"{bucket}:{digest.hexdigest()}\n" for bucket, digest in sorted(buckets.items())).encode())
+    assert meta(store)["contentHash"] == whole.hexdigest()
