@@ -34,7 +34,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import chain, islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -97,7 +97,6 @@ class IngestReport:
     unchanged: int = 0
     removed: int = 0
     seconds: float = 0.0
-    changed_ids: list[str] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -362,19 +361,20 @@ def ingest(
                 _create_staging(db)
                 read = 0
                 ensured: set[tuple[str, str]] = set()
+                changed = _ChangedIds()
                 for batch in _batches(iter(records), BATCH_SIZE):
-                    _write_batch(db, batch, report, ensured)
+                    _write_batch(db, batch, report, ensured, changed)
                     read += len(batch)
                     if progress:
                         progress(read)
                 _store_staged(db, storing)
-                removed = _prune(db) if prune else []
-                report.removed = len(removed)
+                if prune:
+                    report.removed = _prune(db, changed)
                 _merge_full_text(db, report.added + report.updated + report.removed)
                 if report.added or report.updated or report.removed or upgraded:
                     _rekey(db)
                     _drop_orphans(db)
-                    _log_changes(db, report.changed_ids + removed, everything=upgraded)
+                    _log_changes(db, None if upgraded else changed.ids)
                 db.execute("DROP TABLE temp.seen")
         except BaseException:
             db.close()
@@ -416,7 +416,9 @@ def _write_families(db: sqlite_utils.Database, families: dict[str, Family]) -> N
         db["families"].upsert_all(changed, pk="tag")
 
 
-def _write_batch(db: sqlite_utils.Database, batch: list[Prepared], report: IngestReport, ensured: set[tuple[str, str]]) -> None:
+def _write_batch(
+    db: sqlite_utils.Database, batch: list[Prepared], report: IngestReport, ensured: set[tuple[str, str]], changed_ids: _ChangedIds,
+) -> None:
     _refuse_duplicates(db, batch)
     ids = [item.id for item in batch]
     marks = ",".join("?" * len(ids))
@@ -451,7 +453,7 @@ def _write_batch(db: sqlite_utils.Database, batch: list[Prepared], report: Inges
     _insert_children(db, changed)
     report.added += len(added)
     report.updated += len(updated)
-    report.changed_ids.extend(item.id for item in changed)
+    changed_ids.add(item.id for item in changed)
 
 
 def _insert_rows(db: sqlite_utils.Database, table: str, columns: list[str], rows: list[list[Any]]) -> None:
@@ -696,17 +698,18 @@ def _insert_children(db: sqlite_utils.Database, items: list[Prepared]) -> None:
     _insert_rows(db, "temp.new_record_tags", ["record_id", "position", "tag"], tag_rows)
 
 
-def _prune(db: sqlite_utils.Database) -> list[str]:
-    """Remove the records none of this ingest's files held; returns their ids."""
+def _prune(db: sqlite_utils.Database, changed: _ChangedIds) -> int:
+    """Remove the records none of this ingest's files held; returns how many."""
     gone = "SELECT id FROM records WHERE id NOT IN (SELECT id FROM temp.seen)"
-    ids = [row[0] for row in db.execute(f"{gone} ORDER BY id")]
-    if ids:
+    count = db.execute(f"SELECT count(*) FROM ({gone})").fetchone()[0]
+    if count:
+        changed.add(row[0] for row in db.execute(gone))
         patterns = [row[0] for row in db.execute(f"SELECT messagePattern FROM records WHERE id IN ({gone})")]
         _count_terms(db, map(pattern_words, patterns), -1)
         for table in (*CHILD_TABLES, "record_tags"):
             db.execute(f"DELETE FROM {table} WHERE record_id IN ({gone})")
         db.execute(f"DELETE FROM records WHERE id IN ({gone})")
-    return ids
+    return count
 
 
 def _drop_orphans(db: sqlite_utils.Database) -> None:
@@ -725,19 +728,32 @@ LOG_ROWS_MOST = 100_000
 LOG_INGESTS_MOST = 1_000
 
 
-def _log_changes(db: sqlite_utils.Database, ids: list[str], everything: bool = False) -> None:
-    """Record an ingest that changed the records ``ids`` (``everything``: the store may differ
+class _ChangedIds:
+    """The ids an ingest added, changed or removed, up to :data:`LOGGED_IDS_MOST` (past it,
+    only that there were more: a first ingest of a million records keeps none)."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] | None = []
+
+    def add(self, ids: Iterable[str]) -> None:
+        if self.ids is not None:
+            self.ids.extend(ids)
+            if len(self.ids) > LOGGED_IDS_MOST:
+                self.ids = None
+
+
+def _log_changes(db: sqlite_utils.Database, ids: list[str] | None) -> None:
+    """Record an ingest that changed the records ``ids`` (None: more than the log lists, or
     anywhere, as after an upgrade): rehash their buckets, log the ingest and its ids, and write
     the ``meta`` table."""
-    listed = not everything and len(ids) <= LOGGED_IDS_MOST
-    _rehash_buckets(db, {record_id[:BUCKET_DIGITS] for record_id in ids} if listed else None)
+    _rehash_buckets(db, {record_id[:BUCKET_DIGITS] for record_id in ids} if ids is not None else None)
     digest = hashlib.sha256()
     for bucket, bucket_hash in db.execute("SELECT bucket, hash FROM content_buckets ORDER BY bucket"):
         digest.update(f"{bucket}:{bucket_hash}\n".encode())
     store_hash = digest.hexdigest()
     sequence = (db.execute("SELECT max(sequence) FROM ingests").fetchone()[0] or 0) + 1
-    db.execute("INSERT INTO ingests (sequence, contentHash, listed) VALUES (?, ?, ?)", [sequence, store_hash, int(listed)])
-    if listed:
+    db.execute("INSERT INTO ingests (sequence, contentHash, listed) VALUES (?, ?, ?)", [sequence, store_hash, int(ids is not None)])
+    if ids is not None:
         db.conn.executemany("INSERT OR IGNORE INTO change_log (sequence, id) VALUES (?, ?)", ((sequence, i) for i in sorted(ids)))
     _trim_log(db, sequence)
     count, version = db.execute("SELECT count(*), max(datasetVersion) FROM records").fetchone()
