@@ -223,6 +223,14 @@ def test_the_change_log_names_what_comparing_every_record_finds(base, tmp_path):
         build_site(db, out, incremental=True, jobs=1)
 
 
+def _count_full_comparisons(monkeypatch) -> list[int]:
+    """A list that grows by one each time a build compares every record with its cache."""
+    calls: list[int] = []
+    compare_all = site_changes._compare_all
+    monkeypatch.setattr(site_changes, "_compare_all", lambda *args: calls.append(1) or compare_all(*args))
+    return calls
+
+
 def test_a_store_changed_while_the_site_was_built_is_compared_whole_next_time(base, tmp_path, monkeypatch):
     from errordb import site
 
@@ -240,9 +248,7 @@ def test_a_store_changed_while_the_site_was_built_is_compared_whole_next_time(ba
     cache = site_changes.open_cache(out, out / ".build-manifest.json")
     assert site_changes.cache_info(cache, "storeSequence") == ""
     cache.close()
-    calls = []
-    compare_all = site_changes._compare_all
-    monkeypatch.setattr(site_changes, "_compare_all", lambda *args: calls.append(1) or compare_all(*args))
+    calls = _count_full_comparisons(monkeypatch)
     report = build_site(db, out, incremental=True, jobs=1)
     assert calls and report.changed == 1
     assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full"))
@@ -259,9 +265,7 @@ def test_a_copy_of_the_store_that_went_its_own_way_is_compared_whole(base, tmp_p
     ingest([_write(theirs, tmp_path / "theirs")], other)
     build_site(db, out, incremental=True, jobs=1)
     # The site's cache knows the first copy after its ingest; the other is at the same sequence number.
-    calls = []
-    compare_all = site_changes._compare_all
-    monkeypatch.setattr(site_changes, "_compare_all", lambda *args: calls.append(1) or compare_all(*args))
+    calls = _count_full_comparisons(monkeypatch)
     report = build_site(other, out, incremental=True, jobs=1)
     assert calls and report.changed == 2
     assert tree_bytes(out) == tree_bytes(_full(other, tmp_path / "full"))
