@@ -973,7 +973,7 @@ def _load_manifest(out: Path, environment: str, work: sqlite3.Connection) -> boo
     try:
         _insert_batches(work, "INSERT INTO previous VALUES (?, ?, ?)", _manifest_entries(manifest))
         _key_by_path(work, "previous")
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError, TypeError, sqlite3.IntegrityError):  # IntegrityError: a null in an entry
         work.execute("DELETE FROM previous")
         work.commit()
         return False  # an unreadable manifest means a full build, not a failed one

@@ -403,14 +403,40 @@ def test_manifest_lists_every_rendered_file_with_hashes(site):
 ])
 def test_manifest_lines_are_json_and_read_back_as_written(tmp_path, entry):
     # Plain lines are formatted without json.dumps: they must be the same text.
-    from errordb.site import _manifest_entries, _manifest_line
+    import sqlite3
+
+    from errordb.site import _load_manifest, _manifest_entries, _manifest_line
 
     line = _manifest_line(entry)
     assert line == json.dumps(list(entry), ensure_ascii=False)
+    other = ("other.html", "k2", "s2")
     manifest = tmp_path / MANIFEST
-    manifest.write_text('{"format": "x", "files": [\n' + line + ",\n" + line + "\n]}\n", encoding="utf-8")
-    assert list(_manifest_entries(manifest)) == [entry, entry]
-    assert json.loads(manifest.read_text(encoding="utf-8"))["files"] == [list(entry)] * 2
+    lines = [line, _manifest_line(other), line]
+    manifest.write_text('{"format": "errordb-site-manifest", "environment": "e", "files": [\n' + ",\n".join(lines) + "\n]}\n", encoding="utf-8")
+    assert json.loads(manifest.read_text(encoding="utf-8"))["files"] == [list(entry), list(other), list(entry)]
+    assert list(_manifest_entries(manifest)) == [entry, other, entry]
+    work = sqlite3.connect(":memory:")
+    assert _load_manifest(tmp_path, "e", work)
+    assert sorted(work.execute("SELECT path, key, sha FROM previous")) == sorted([entry, other])
+
+
+@pytest.mark.parametrize("lines", [
+    ['["a.html", "k", "s"]', "{not json"],
+    ['["a.html", "k"]'],  # two fields
+    ['["a.html", "k", "s", "t"]'],  # four
+    ['"a.html"'],
+    ['["a.html", null, "s"]'],
+])
+def test_a_manifest_with_a_line_that_is_not_an_entry_is_not_used(tmp_path, lines):
+    import sqlite3
+
+    from errordb.site import _load_manifest
+
+    manifest = tmp_path / MANIFEST
+    manifest.write_text('{"format": "errordb-site-manifest", "environment": "e", "files": [\n' + ",\n".join(lines) + "\n]}\n", encoding="utf-8")
+    work = sqlite3.connect(":memory:")
+    assert not _load_manifest(tmp_path, "e", work)
+    assert work.execute("SELECT count(*) FROM previous").fetchone()[0] == 0
 
 
 def test_a_path_listed_twice_in_a_manifest_keeps_its_last_entry(tmp_path):
