@@ -281,11 +281,11 @@ def test_a_page_no_change_reaches_but_missing_from_the_site_shows_its_whole_mess
     shutil.rmtree(spare_path(out))  # so the next build links pages from the site, and finds one missing
     # A record whose edit reaches neither of the two that share a message.
     sharing = {_record(envelopes, i)["id"] for i in (30, 31)}
-    store, cache = sqlite3.connect(db), site_changes.open_cache(out, out / ".build-manifest.json")
-    facts = {fact["id"]: fact for fact in site_changes.record_facts(store, sorted(r["record"]["id"] for r in envelopes), site_changes.Stemmer())}
+    store, cache, stemmer = sqlite3.connect(db), site_changes.open_cache(out, out / ".build-manifest.json"), site_changes.Stemmer()
+    facts = {fact["id"]: fact for fact in site_changes.record_facts(store, sorted(r["record"]["id"] for r in envelopes), stemmer)}
     edited = next(i for i, e in enumerate(envelopes) if e["record"]["id"] not in sharing and not sharing & site_changes._reached(cache, facts[e["record"]["id"]]))
-    store.close()
-    cache.close()
+    for conn in (store, cache, stemmer):
+        conn.close()
     _record(envelopes, edited)["documentation"] += " Edited."
     ingest([_write(envelopes, tmp_path / "edited")], db)
     missing = out / "errors" / _record(envelopes, 30)["slug"] / "index.html"
