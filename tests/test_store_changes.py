@@ -90,7 +90,7 @@ def test_the_log_lists_every_record_each_later_ingest_changed(tmp_path):
     db = tmp_path / "e.db"
     _ingest(envelopes, db, tmp_path, "first")
     states = [_state(db)]
-    changed_by: list[set[str]] = []  # what ingest i + 1 changed, from its report
+    changed_by: list[set[str]] = []  # what ingest i + 1 changed: the ids whose content hash it changed
     for serial in range(8):
         _edit(envelopes, rng, serial)
         before = _hashes(db)
