@@ -45,7 +45,7 @@ from typing import Any, NamedTuple
 
 from errordb.atomic import file_sha256, process_alive
 from errordb.export_bulk import Segment
-from errordb.store import FTS_TOKENIZER
+from errordb.store import FTS_TOKENIZER, cache_dir, change_state, changed_since
 
 #: Bumped when the cache's tables or their meaning change (an old cache is then ignored).
 CACHE_FORMAT = "6"
@@ -56,8 +56,6 @@ Asked = tuple[str, str, str, Any, Any]
 
 def cache_path(out: Path) -> Path:
     """Where the build cache of the site in ``out`` lives."""
-    from errordb.store import cache_dir
-
     name = hashlib.sha256(os.fsencode(Path(out).resolve())).hexdigest()[:24]
     return cache_dir() / "builds" / f"{name}.sqlite"
 
@@ -315,8 +313,6 @@ def listing_inputs(store: sqlite3.Connection) -> dict[str, str]:
 
 def store_state(store: sqlite3.Connection) -> dict[str, str]:
     """What the cache keeps of the store's change log (its last ingest), for the next build."""
-    from errordb.store import change_state
-
     state = change_state(store)
     return {"storeSequence": str(state[0]), "storeHash": state[1]} if state else {"storeSequence": "", "storeHash": ""}
 
@@ -324,8 +320,6 @@ def store_state(store: sqlite3.Connection) -> dict[str, str]:
 def _changed(store: sqlite3.Connection, cache: sqlite3.Connection) -> tuple[list[str], list[str], bool]:
     """Ids whose (content, rowid) differ: as the cache knew them, and as the store has them;
     and whether the store's change log said which to compare (else every record was)."""
-    from errordb.store import changed_since
-
     sequence = cache_info(cache, "storeSequence")
     logged = changed_since(store, int(sequence), cache_info(cache, "storeHash")) if sequence else None
     if logged is None:

@@ -76,11 +76,8 @@ class Source:
         read (``family_counts`` in the scratch database: a family of 125,000 records took each
         worker 0.3 s to count), else counted here."""
         if self.work is not None:
-            try:
-                row = self.work.execute("SELECT records, repos FROM family_counts WHERE tag = ?", [tag]).fetchone()
-            except sqlite3.OperationalError:  # a scratch database without the table
-                row = None
-            if row is not None:
+            row = self.work.execute("SELECT records, repos FROM family_counts WHERE tag = ?", [tag]).fetchone()
+            if row is not None:  # (a family that got its first record during the build: counted here)
                 return row
         return self.conn.execute("SELECT count(*), count(DISTINCT repo) FROM records WHERE backgroundTag = ?", [tag]).fetchone()
 
@@ -102,11 +99,12 @@ class Source:
         for record_id, other in self.work.execute(sql, [first_id, last_id]):
             found.setdefault(record_id, []).append(other)
         if self._scoped:
+            scope = {row[0] for row in self.work.execute("SELECT id FROM shared_message_scope WHERE id BETWEEN ? AND ?", [first_id, last_id])}
             for record_id in ids:
-                if self.work.execute("SELECT 1 FROM shared_message_scope WHERE id = ?", [record_id]).fetchone() is None:
-                    found[record_id] = [row[0] for row in self.conn.execute(_SAME_MESSAGE_SQL, [record_id])]
-                    if not found[record_id]:
-                        del found[record_id]
+                if record_id not in scope:
+                    others = [row[0] for row in self.conn.execute(_SAME_MESSAGE_SQL, [record_id])]
+                    if others:
+                        found[record_id] = others
         return found
 
     @functools.cached_property
