@@ -30,6 +30,7 @@ How it is built:
 
 from __future__ import annotations
 
+import bisect
 import gc
 import hashlib
 import itertools
@@ -41,7 +42,7 @@ import re
 import shutil
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -214,24 +215,27 @@ def _build(
                     store_state = site_changes.store_state(db.conn)
                     families = None
                     groups, scope = None, set()  # of the records that share a message: all, or those of the pages rendered
-                    previous = out if incremental and _load_manifest(out, environment, work) else None
+                    # Without a cache the old manifest alone says what can be reused. With one (it
+                    # holds the manifest's hash) the manifest is read once the changes are known,
+                    # and only where they reach when the plan is the old one.
+                    previous = out if incremental and cache is None and _load_manifest(out, environment, work) else None
                     tasks = list(_plan(db))
                     dataset_version = meta(db).get("datasetVersion") or ""
                     listing_info = {**site_changes.listing_inputs(db.conn), "plan": _plan_hash(tasks), "datasetVersion": dataset_version}
                     listings_same = False
-                    if previous is not None:
-                        old_cache = cache
-                        if old_cache is not None:
-                            changes = _find_affected(db.conn, old_cache, work, report)
-                            changed, removed, families = changes.changed, changes.removed, changes.families
-                            if len(changes.affected) <= record_count * TARGETED_SHARE:
-                                scope = changes.affected
-                                groups = site_changes.message_groups(db.conn, old_cache, scope, changed)
-                            listings_same = changes.listings_same and all(
-                                site_changes.cache_info(old_cache, key) == value for key, value in listing_info.items()
-                            )
-                            if listings_same:
-                                site_changes.load_listing_entries(old_cache, work)
+                    untouched: dict[int, site_changes.TaskLines] = {}
+                    old_cache = cache
+                    if old_cache is not None:
+                        changes = _find_affected(db.conn, old_cache, work, report)
+                        changed, removed, families = changes.changed, changes.removed, changes.families
+                        if len(changes.affected) <= record_count * TARGETED_SHARE:
+                            scope = changes.affected
+                            groups = site_changes.message_groups(db.conn, old_cache, scope, changed)
+                        listings_same = changes.listings_same and all(
+                            site_changes.cache_info(old_cache, key) == value for key, value in listing_info.items()
+                        )
+                        if listings_same:
+                            site_changes.load_listing_entries(old_cache, work)
                     if families is None:
                         families = site_changes.family_fingerprints(db.conn)
                     # Both before any page reads them.
@@ -243,6 +247,12 @@ def _build(
                             spare = None
                         else:
                             stale_records = site_changes.load_stale(old_cache, work) | changed
+                            if listings_same:
+                                untouched = _untouched_tasks(old_cache, work, tasks)
+                    if old_cache is not None:
+                        previous = out
+                        if not _load_manifest(out, environment, work, untouched.values()):
+                            raise SiteError(f"{out / MANIFEST}: cannot be read, though the build cache matches it; build without --incremental")
                 finally:
                     work.commit()
                     work.close()
@@ -254,14 +264,16 @@ def _build(
                 old_api = _previous_api(out, old_cache, changed) if previous is not None else None
                 previous_cache = site_changes.cache_path(out) if old_cache is not None else None
                 with site_changes.CacheWriter(new_cache, previous_cache, removed) as cache_writer:
-                    segments = _render(db, config, staging, tasks, record_count, workers, report, progress, old_api, stale_records, cache_writer)
+                    segments, manifest = _render(
+                        db, config, staging, tasks, record_count, workers, report, progress, old_api, stale_records, cache_writer, untouched,
+                    )  # fmt: skip
                     spare_paths = _settle(scratch, staging, config)
                     if site_changes.store_state(db.conn) != store_state:
                         # The store changed while the pages were read: what the cache knows is of
                         # no single state of it, so the next build compares every record.
                         store_state = dict.fromkeys(store_state, "")
                     cache_writer.finish(
-                        out, families, staging / MANIFEST, segments, staging / "api" / ALL_JSONL,
+                        out, families, manifest, segments, staging / "api" / ALL_JSONL,
                         site_changes.Spare(kept, spare_paths, changed if kept and changed else set()), {**listing_info, **store_state},
                         _listing_entries(scratch, tasks),
                     )  # fmt: skip
@@ -314,11 +326,15 @@ def _empty(folder: Path) -> None:
         remove_path(entry)
 
 
-def _settle(scratch: Path, staging: Path, config: _Config) -> list[str]:
+def _settle(scratch: Path, staging: Path, config: _Config) -> list[tuple[str, int | None]]:
     """After rendering: remove from a spare what the new build does not have. ``keeping``: the
     build this one replaces is kept as the next one's spare, so return the paths whose file
-    differs from it (or that it had and this one has not): those the next build brings up to
-    date in it."""
+    differs from it (or that it had and this one has not), with the task that wrote each (None
+    for the latter): those the next build brings up to date in it.
+
+    Both manifests' tables hold the lines of the tasks this build ran, and the files written
+    beside the tasks; a task that was not run has the old build's lines, so nothing to compare.
+    """
     keeping = config.keeping
     if not config.in_place and not keeping:
         return []
@@ -336,14 +352,14 @@ def _settle(scratch: Path, staging: Path, config: _Config) -> list[str]:
             return []
         # Both manifests by (path, sha), so that comparing them reads these two indexes alone: at
         # a million files 0.7 s, against 4.6 s fetching each row's sha; making them takes 1.7 s.
-        for table in ("previous", "current"):
-            work.execute(f"CREATE INDEX IF NOT EXISTS {table}_path_sha ON {table} (path, sha)")
+        work.execute("CREATE INDEX IF NOT EXISTS previous_path_sha ON previous (path, sha)")
+        work.execute("CREATE INDEX IF NOT EXISTS current_path_sha ON current (path, sha, task)")
         differ = work.execute(
-            "SELECT c.path FROM current c INDEXED BY current_path_sha LEFT JOIN previous p INDEXED BY previous_path_sha"
+            "SELECT c.path, c.task FROM current c INDEXED BY current_path_sha LEFT JOIN previous p INDEXED BY previous_path_sha"
             " ON p.path = c.path WHERE p.sha IS NOT c.sha"
-            " UNION SELECT path FROM previous WHERE path NOT IN (SELECT path FROM current) ORDER BY 1"
+            " UNION SELECT path, NULL FROM previous WHERE path NOT IN (SELECT path FROM current) ORDER BY 1"
         )
-        return [name for (name,) in differ]
+        return differ.fetchall()
     finally:
         work.close()
 
@@ -375,9 +391,29 @@ def _find_affected(store: sqlite3.Connection, old_cache: sqlite3.Connection, wor
 
 
 def _plan_hash(tasks: list[tuple[Any, ...]]) -> str:
-    """A hash of the plan's listing tasks and of how many record tasks there are."""
-    listing = [task for task in tasks if task[0] != "records"]
-    return hashlib.sha256(json.dumps([listing, len(tasks) - len(listing)]).encode()).hexdigest()
+    """A hash of the plan: its tasks, in order, with the first and last record of each record task."""
+    return hashlib.sha256(json.dumps(tasks).encode()).hexdigest()
+
+
+def _untouched_tasks(cache: sqlite3.Connection, work: sqlite3.Connection, tasks: list[tuple[Any, ...]]) -> dict[int, site_changes.TaskLines]:
+    """The tasks whose files are the old build's and in the spare already, with where their lines
+    are in the old manifest: those that hold no affected record and no stale file of the spare.
+
+    Asked only when the plan is the old build's and so is every listing, with the spare in use:
+    then a listing task would reuse its files and a record task would keep each page, so
+    running them would only copy their lines.
+    """
+    lines = site_changes.task_lines(cache)
+    if len(lines) != len(tasks):
+        return {}
+    busy = {row[0] for row in work.execute("SELECT DISTINCT task FROM stale_paths WHERE task IS NOT NULL")}
+    record_tasks = [(index, task[2], task[3]) for index, task in enumerate(tasks) if task[0] == "records"]
+    firsts = [first for _, first, _ in record_tasks]
+    for (record_id,) in work.execute("SELECT id FROM affected"):
+        at = bisect.bisect_right(firsts, record_id) - 1
+        if at >= 0 and record_id <= record_tasks[at][2]:
+            busy.add(record_tasks[at][0])
+    return {index: task_lines for index, task_lines in enumerate(lines) if index not in busy}
 
 
 def _listing_entries(scratch: Path, tasks: list[tuple[Any, ...]]) -> Iterator[tuple[int, str, str, str]]:
@@ -411,29 +447,34 @@ def _cache_task(scratch: Path, index: int, cache_writer: site_changes.CacheWrite
 def _render(
     db: sqlite_utils.Database, config: _Config, staging: Path, tasks: list[tuple[Any, ...]], record_count: int, workers: int,
     report: BuildReport, progress: Callable[[int, int], None], old_api: PreviousApi | None, stale_records: set[str] | None,
-    cache_writer: site_changes.CacheWriter,
-) -> list[Segment]:
+    cache_writer: site_changes.CacheWriter, untouched: dict[int, site_changes.TaskLines],
+) -> tuple[list[Segment], site_changes.Manifest]:
     """Every page, the API, the static files, sitemaps and the manifest, into ``staging``;
-    returns the segments of the API's ``all.jsonl.gz``. ``stale_records``: staging is the
-    spare, whose API's record files are right but for these records'. ``cache_writer`` gets
-    each task's questions as the task is done."""
+    returns the segments of the API's ``all.jsonl.gz`` and what was written of the manifest.
+    ``stale_records``: staging is the spare, whose API's record files are right but for these
+    records'. ``cache_writer`` gets each task's questions as the task is done. The tasks in
+    ``untouched`` are not run: their files are in staging, their lines in the old manifest."""
     scratch = Path(config.scratch)
     templates = Path(config.templates)
     base_url, environment = config.base_url, config.environment
+    old_manifest = Path(config.previous) / MANIFEST if untouched else None
+    results = {index: (lines.html, 0, lines.html) for index, lines in untouched.items()}
+    todo = [index for index in range(len(tasks)) if index not in untouched]
+    if untouched:
+        progress(len(results), len(tasks))
     if workers > 1:
         context = multiprocessing.get_context("spawn")  # never fork a process holding SQLite handles
         with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(config,)) as pool:
             _api_folder(staging, stale_records)
             # The API's listings in a worker, its records and bulk files here, while the workers render.
             listings = pool.submit(_run_api_listings, old_api.folder if config.listings_same and old_api else None)
-            futures = [pool.submit(_run_task, index, task) for index, task in enumerate(tasks)]
+            futures = {index: pool.submit(_run_task, index, tasks[index]) for index in todo}
             try:
                 segments = _write_api(db, staging, base_url, old_api, stale_records, listings=False)
-                results = []
                 # In task order, as the workers finish them: the cache is written beside the
                 # rendering rather than after the last page (at 10,000 pages ~1 s on one core).
-                for index, future in enumerate(futures):
-                    results.append(future.result())
+                for index, future in futures.items():
+                    results[index] = future.result()
                     _cache_task(scratch, index, cache_writer)
                     progress(len(results), len(tasks))
                 listings.result()
@@ -443,9 +484,8 @@ def _render(
     else:
         _init_worker(config, db.conn)
         try:
-            results = []
-            for index, task in enumerate(tasks):
-                results.append(_run_task(index, task))
+            for index in todo:
+                results[index] = _run_task(index, tasks[index])
                 _cache_task(scratch, index, cache_writer)
                 progress(len(results), len(tasks))
         finally:
@@ -455,24 +495,30 @@ def _render(
         segments = _write_api(db, staging, base_url, old_api, stale_records, listings=not reuse_listings)
         if reuse_listings:
             _api_listings(db.conn, staging / "api", base_url, old_api.folder)  # type: ignore[union-attr]
-    for html_pages, rendered, reused in results:
+    for html_pages, rendered, reused in results.values():
         report.pages += html_pages
         report.rendered += rendered
         report.reused += reused
+    # What the cache keeps of the listing tasks, and the sitemaps list, are read from the tasks' entries.
+    _entries_from_manifest(scratch, old_manifest, {index: lines for index, lines in untouched.items() if tasks[index][0] != "records"})
     extra = _copy_static(templates, staging)
     extra += _write_search_meta(staging, record_count)
     sitemaps = _reuse_sitemaps(config) if config.listings_same else None
-    extra += sitemaps if sitemaps is not None else _write_sitemaps(scratch, staging, len(tasks), report.pages, base_url, templates, environment)
+    if sitemaps is None:
+        _entries_from_manifest(scratch, old_manifest, {index: lines for index, lines in untouched.items() if tasks[index][0] == "records"})
+        sitemaps = _write_sitemaps(scratch, staging, len(tasks), report.pages, base_url, templates, environment)
+    extra += sitemaps
     # What the spare's update and the next one need: every file of this build, in the work database.
     listing = config.in_place or config.keeping
     work = sqlite3.connect(scratch / "work.sqlite") if listing else None
     try:
-        _write_manifest(scratch, staging, len(tasks), environment, extra, work)
+        html = [results[index][0] for index in range(len(tasks))]
+        manifest = _write_manifest(scratch, staging, html, environment, extra, work, untouched, old_manifest)
     finally:
         if work is not None:
             work.commit()
             work.close()
-    return segments
+    return segments, manifest
 
 
 def _api_folder(staging: Path, stale_records: set[str] | None) -> None:
@@ -929,26 +975,62 @@ def _write_sitemaps(scratch: Path, staging: Path, tasks: int, page_count: int, b
 
 
 def _write_manifest(
-    scratch: Path, staging: Path, tasks: int, environment: str, extra: list[tuple[str, str, str]], work: sqlite3.Connection | None,
-) -> None:
-    """One file per line, so the next incremental build reads it without holding it all; with
-    ``work``, the files also go into its ``current`` table."""
+    scratch: Path, staging: Path, html: list[int], environment: str, extra: list[tuple[str, str, str]], work: sqlite3.Connection | None,
+    untouched: dict[int, site_changes.TaskLines], old_manifest: Path | None,
+) -> site_changes.Manifest:
+    """One file per line, so the next incremental build reads it without holding it all: each
+    task's files in plan order (``html``: how many HTML pages each task made), then ``extra``
+    (never empty). The lines of the ``untouched`` tasks are copied from ``old_manifest``. With
+    ``work``, the other tasks' files and ``extra`` also go into its ``current`` table."""
     if work is not None:
-        work.execute("CREATE TABLE current (path TEXT NOT NULL, sha TEXT NOT NULL)")
+        work.execute("CREATE TABLE current (path TEXT NOT NULL, sha TEXT NOT NULL, task INTEGER)")
+    digest = hashlib.sha256()
+    written: list[site_changes.TaskLines] = []
     # Written beside and renamed over the spare's own (which the next build would otherwise trust).
-    with open(staging / f"{MANIFEST}.new", "w", encoding="utf-8", newline="\n") as handle:
-        handle.write(json.dumps({"format": MANIFEST_FORMAT, "version": 1, "environment": environment})[:-1] + ', "files": [\n')
-        entries = itertools.chain(_entries(scratch, tasks), extra)
-        separator = ""
-        while chunk := list(itertools.islice(entries, 10_000)):
-            handle.write(separator + ",\n".join(map(_manifest_line, chunk)))
-            separator = ",\n"
-            if work is not None:
-                work.executemany("INSERT INTO current VALUES (?, ?)", ((path, sha) for path, _, sha in chunk))
-        handle.write("\n]}\n")
+    with open(staging / f"{MANIFEST}.new", "wb") as handle, open(old_manifest or os.devnull, "rb") as old:
+
+        def put(data: bytes) -> None:
+            handle.write(data)
+            digest.update(data)
+
+        put((json.dumps({"format": MANIFEST_FORMAT, "version": 1, "environment": environment})[:-1] + ', "files": [\n').encode())
+        for index, pages_made in enumerate(html):
+            start = handle.tell()
+            if index in untouched:
+                old.seek(untouched[index].start)
+                left = untouched[index].end - untouched[index].start
+                while left > 0:
+                    data = old.read(min(left, 1 << 20))
+                    if not data:
+                        raise SiteError(f"{old_manifest}: shorter than its build cache says; build without --incremental")
+                    put(data)
+                    left -= len(data)
+            else:
+                # Every task line ends with a separator: the extra files always follow.
+                entries = _task_entries(scratch, index)
+                put("".join([_manifest_line(entry) + ",\n" for entry in entries]).encode("utf-8"))
+                if work is not None:
+                    work.executemany("INSERT INTO current VALUES (?, ?, ?)", ((path, sha, index) for path, _, sha in entries))
+            written.append(site_changes.TaskLines(start, handle.tell(), pages_made))
+        put((",\n".join(map(_manifest_line, extra)) + "\n]}\n").encode("utf-8"))
+        if work is not None:
+            work.executemany("INSERT INTO current VALUES (?, ?, NULL)", ((path, sha) for path, _, sha in extra))
     if work is not None:
         _key_by_path(work, "current")
     os.replace(staging / f"{MANIFEST}.new", staging / MANIFEST)
+    return site_changes.Manifest(digest.hexdigest(), written)
+
+
+def _entries_from_manifest(scratch: Path, manifest: Path | None, tasks: dict[int, site_changes.TaskLines]) -> None:
+    """Write the entries file of each of ``tasks`` (not run) from its lines in the old ``manifest``."""
+    if not tasks:
+        return
+    with open(manifest, "rb") as handle:  # type: ignore[arg-type]
+        for index, lines in tasks.items():
+            handle.seek(lines.start)
+            entries = [json.loads(line.rstrip(b",")) for line in handle.read(lines.end - lines.start).splitlines()]
+            with open(scratch / "entries" / f"{index:08d}.json", "w", encoding="utf-8") as out:
+                json.dump(entries, out, separators=(",", ":"))
 
 
 _PREVIOUS_TABLE = "CREATE TABLE IF NOT EXISTS previous (path TEXT NOT NULL, key TEXT NOT NULL, sha TEXT NOT NULL)"
@@ -965,8 +1047,9 @@ def _key_by_path(work: sqlite3.Connection, table: str) -> None:
         work.execute(f"CREATE UNIQUE INDEX {table}_path ON {table} (path)")
 
 
-def _load_manifest(out: Path, environment: str, work: sqlite3.Connection) -> bool:
-    """Load the previous build's manifest into ``work``; False when there is none to reuse.
+def _load_manifest(out: Path, environment: str, work: sqlite3.Connection, skip: Iterable[site_changes.TaskLines] = ()) -> bool:
+    """Load the previous build's manifest into ``work``, but for the lines of the tasks ``skip``;
+    False when there is none to reuse.
 
     A manifest of another environment (templates, site code, options or library versions
     changed) is not loaded: every page is rendered again.
@@ -976,7 +1059,7 @@ def _load_manifest(out: Path, environment: str, work: sqlite3.Connection) -> boo
     if not manifest.is_file() or _manifest_environment(manifest) != environment:
         return False
     try:
-        _insert_batches(work, "INSERT INTO previous VALUES (?, ?, ?)", _manifest_entries(manifest))
+        _insert_batches(work, "INSERT INTO previous VALUES (?, ?, ?)", _manifest_entries(manifest, skip))
         _key_by_path(work, "previous")
     except (OSError, ValueError, TypeError, sqlite3.IntegrityError):  # IntegrityError: a null in an entry
         work.execute("DELETE FROM previous")
@@ -998,15 +1081,33 @@ def _manifest_line(entry: tuple[str, str, str]) -> str:
     return json.dumps(list(entry), ensure_ascii=False)
 
 
-def _manifest_entries(manifest: Path) -> Iterator[tuple[str, str, str]]:
-    """The (path, input hash, content hash) lines of a manifest, one at a time."""
-    with open(manifest, encoding="utf-8") as handle:
+def _manifest_entries(manifest: Path, skip: Iterable[site_changes.TaskLines] = ()) -> Iterator[tuple[str, str, str]]:
+    """The (path, input hash, content hash) lines of a manifest, one at a time, but for those in
+    the byte ranges of ``skip``."""
+    gaps: list[list[int]] = []
+    for start, end, _ in sorted(skip):
+        if gaps and gaps[-1][1] == start:
+            gaps[-1][1] = end  # the next task's lines: one gap
+        else:
+            gaps.append([start, end])
+    with open(manifest, "rb") as handle:
         handle.readline()  # the header
+        for start, end in gaps:
+            while handle.tell() < start:
+                line = handle.readline()
+                if not line:
+                    raise ValueError(f"{manifest}: shorter than the lines to skip")
+                yield from _manifest_entry(line)
+            handle.seek(end)
         for line in handle:
-            line = line.strip().removesuffix(",")
-            if line not in ("", "]}"):
-                name, key, sha = json.loads(line)
-                yield name, key, sha
+            yield from _manifest_entry(line)
+
+
+def _manifest_entry(line: bytes) -> Iterator[tuple[str, str, str]]:
+    line = line.strip().removesuffix(b",")
+    if line not in (b"", b"]}"):
+        name, key, sha = json.loads(line)
+        yield name, key, sha
 
 
 def _insert_batches(work: sqlite3.Connection, sql: str, rows: Iterator[tuple[Any, ...]]) -> None:

@@ -10,7 +10,10 @@ record X (added, edited, removed, or moved to another rowid) can change page Y o
 - Y's family changed (its text, or its record or repository count);
 - X shares Y's messagePattern or errorMessage, before or after the change;
 - X matches one of the questions Y asked and its rowid lies inside that question's range,
-  before the change (X was in the answer) or after it (X would now be).
+  before the change (X was in the answer) or after it (X would now be), and X changed in a
+  way that can show: in what the questions match (rowid, file, family, tags, message words)
+  or in what a page shows or weighs of a related record (the listed columns and tags). An
+  edit of X's documentation, say, reaches X's page and the pages sharing its message only.
 
 Which records changed since the previous build comes from the store's change log
 (:func:`errordb.store.changed_since`, from the state of the store the cache names), or, when
@@ -48,7 +51,7 @@ from errordb.export_bulk import Segment
 from errordb.store import FTS_TOKENIZER, cache_dir, change_state, changed_since
 
 #: Bumped when the cache's tables or their meaning change (an old cache is then ignored).
-CACHE_FORMAT = "6"
+CACHE_FORMAT = "7"
 _CHUNK = 500  # ids per IN (...) query
 #: A question a page asked: (record id, *:data:`errordb.site_related.Window`).
 Asked = tuple[str, str, str, Any, Any]
@@ -241,8 +244,12 @@ def affected_records(store: sqlite3.Connection, cache: sqlite3.Connection, cover
     families = sorted(tag for tag in old_families.keys() | new_families.keys() if old_families.get(tag, (None,))[0] != new_families.get(tag, (None,))[0])
     for chunk in _chunks(families):
         affected.update(row[0] for row in store.execute(f"SELECT id FROM records WHERE backgroundTag IN ({_marks(chunk)})", chunk))
+    # A record that looks the same to every question and to the pages that list it among their
+    # related errors reaches only its message group (the "same message" box shows more of it).
+    faces = {fact["id"]: _face(fact) for fact in before}
+    unseen = {fact["id"] for fact in now if faces.get(fact["id"]) == _face(fact)}
     for fact in before + now:
-        affected.update(_reached(cache, fact))
+        affected.update(_reached(cache, fact, windows=fact["id"] not in unseen))
     listed_before = {fact["id"]: fact["listed"] for fact in before}
     listed_now = {fact["id"]: fact["listed"] for fact in now}
     # Listings show a few columns of each record (and its tags and family): when no record came
@@ -372,10 +379,21 @@ def _cached_facts(cache: sqlite3.Connection, ids: list[str]) -> Iterator[dict[st
 _INSIDE = "(lo IS NULL OR lo <= ?) AND (hi IS NULL OR hi >= ?)"
 
 
-def _reached(cache: sqlite3.Connection, fact: dict[str, Any]) -> set[str]:
-    """The pages that record version ``fact`` is (or would be) an answer of, or shares a message with."""
-    rowid = fact["rid"]
+def _face(fact: dict[str, Any]) -> tuple[Any, ...]:
+    """What the questions match of a record version and what related errors show or weigh of it."""
+    return (fact["rid"], fact["file"], fact["family"], frozenset(fact["tags"]), frozenset(fact["stems"]), fact["listed"])
+
+
+def _reached(cache: sqlite3.Connection, fact: dict[str, Any], windows: bool = True) -> set[str]:
+    """The pages that share a message with record version ``fact`` and, with ``windows``, those
+    it is (or would be) an answer of."""
     found: set[str] = set()
+    for column in ("ph", "mh"):
+        if fact[column] is not None:
+            found.update(row[0] for row in cache.execute(f"SELECT id FROM records WHERE {column} = ?", [fact[column]]))
+    if not windows:
+        return found
+    rowid = fact["rid"]
 
     def ask(kind: str, key: str, row: int | str) -> Iterator[tuple[str, str]]:
         yield from cache.execute(f"SELECT id, stems FROM windows WHERE kind = ? AND key = ? AND {_INSIDE}", [kind, key, row, row])
@@ -388,9 +406,6 @@ def _reached(cache: sqlite3.Connection, fact: dict[str, Any]) -> set[str]:
     stems = fact["stems"]
     for key in sorted(stems | {""}):
         found.update(page for page, needed in ask("words", key, rowid) if set(needed.split()) <= stems)
-    for column in ("ph", "mh"):
-        if fact[column] is not None:
-            found.update(row[0] for row in cache.execute(f"SELECT id FROM records WHERE {column} = ?", [fact[column]]))
     return found
 
 
@@ -406,12 +421,17 @@ CREATE TABLE windows (id TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, l
 CREATE TABLE families (tag TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, records INTEGER NOT NULL, repos INTEGER NOT NULL);
 -- What differs between this build and the one before it, which is kept beside it as its spare
 -- (info's "spare": the SHA-256 of that one's manifest): the next build brings the spare up to
--- date by rewriting these files (pages, by path; the API's record files, by record id).
-CREATE TABLE spare_paths (path TEXT PRIMARY KEY);
+-- date by rewriting these files (pages, by path, with the task of this build that wrote them,
+-- NULL for a file the spare alone has; the API's record files, by record id).
+CREATE TABLE spare_paths (path TEXT PRIMARY KEY, task INTEGER);
 CREATE TABLE spare_records (id TEXT PRIMARY KEY);
 -- The files each listing task of the build wrote (task: its index in the plan), for a next build
 -- whose listings are all unchanged (see Changes.listings_same).
 CREATE TABLE listing_entries (task INTEGER NOT NULL, path TEXT NOT NULL, key TEXT NOT NULL, sha TEXT NOT NULL);
+-- Where each task's lines are in the build's manifest (bytes start to end, their separators
+-- included) and how many HTML pages it made: a next build with the same plan copies the lines
+-- of the tasks it need not run (info's "plan" says which plan).
+CREATE TABLE task_lines (task INTEGER PRIMARY KEY, start INTEGER NOT NULL, "end" INTEGER NOT NULL, html INTEGER NOT NULL);
 -- The segments of the build's api/all.jsonl.gz (errordb.export_bulk.Segment), so the next build
 -- copies those whose records did not change; info's "jsonl" says which file they describe.
 CREATE TABLE segments (first TEXT NOT NULL, last TEXT NOT NULL, count INTEGER NOT NULL, "offset" INTEGER NOT NULL,
@@ -455,7 +475,7 @@ class CacheWriter:
             self.conn.executescript(_SCHEMA)
         else:
             _delete_rows(self.conn, sorted(removed))
-            for table in ("families", "info", "segments", "spare_paths", "listing_entries", "spare_records"):
+            for table in ("families", "info", "segments", "spare_paths", "listing_entries", "spare_records", "task_lines"):
                 self.conn.execute(f"DELETE FROM {table}")
 
     def __enter__(self) -> CacheWriter:
@@ -473,22 +493,24 @@ class CacheWriter:
         _write_facts(self.conn, with_stems(facts, self.stemmer))
 
     def finish(
-        self, out: Path, families: dict[str, Family], manifest: Path, segments: list[Segment], jsonl: Path, spare: Spare,
+        self, out: Path, families: dict[str, Family], manifest: Manifest, segments: list[Segment], jsonl: Path, spare: Spare,
         info: dict[str, str], listing_entries: Iterable[tuple[int, str, str, str]],
     ) -> None:
         """The rest, and commit. ``families``: the fingerprints read before the pages were.
-        ``segments``: those of ``jsonl``, the build's ``all.jsonl.gz``. ``spare``: how this
-        build differs from the one it replaces, kept as its spare. ``info``: more to keep in the
-        ``info`` table (what the build's listings were made from); ``listing_entries``: (task,
-        path, input hash, content hash) of every file its listing tasks wrote."""
+        ``manifest``: what the build wrote of its manifest. ``segments``: those of ``jsonl``,
+        the build's ``all.jsonl.gz``. ``spare``: how this build differs from the one it
+        replaces, kept as its spare. ``info``: more to keep in the ``info`` table (what the
+        build's listings were made from); ``listing_entries``: (task, path, input hash, content
+        hash) of every file its listing tasks wrote."""
         conn = self.conn
+        conn.executemany("INSERT INTO task_lines VALUES (?, ?, ?, ?)", ((task, *lines) for task, lines in enumerate(manifest.tasks)))
         conn.executemany("INSERT INTO families VALUES (?, ?, ?, ?)", ((tag, *family) for tag, family in families.items()))
         conn.executemany("INSERT INTO segments VALUES (?, ?, ?, ?, ?, ?, ?)", (astuple(segment) for segment in segments))
-        conn.executemany("INSERT INTO spare_paths VALUES (?)", ((path,) for path in spare.paths))
+        conn.executemany("INSERT INTO spare_paths VALUES (?, ?)", spare.paths)
         conn.executemany("INSERT INTO listing_entries VALUES (?, ?, ?, ?)", listing_entries)
         conn.executemany("INSERT INTO spare_records VALUES (?)", ((record_id,) for record_id in sorted(spare.records)))
         rows = [
-            ("format", CACHE_FORMAT), ("manifest", file_sha256(manifest)), ("out", str(out.resolve())), ("jsonl", _file_stamp(jsonl)),
+            ("format", CACHE_FORMAT), ("manifest", manifest.sha256), ("out", str(out.resolve())), ("jsonl", _file_stamp(jsonl)),
             ("spare", spare.manifest), *sorted(info.items()),
         ]  # fmt: skip
         conn.executemany("INSERT INTO info VALUES (?, ?)", rows)
@@ -500,11 +522,29 @@ class CacheWriter:
 @dataclass(frozen=True)
 class Spare:
     """How a build differs from the one it replaced, kept beside it (``manifest``: the SHA-256
-    of that build's manifest, empty when it is not kept)."""
+    of that build's manifest, empty when it is not kept; ``paths``: (path, the task of this
+    build that wrote it or None) of each file that differs)."""
 
     manifest: str
-    paths: list[str]
+    paths: list[tuple[str, int | None]]
     records: set[str]
+
+
+class TaskLines(NamedTuple):
+    """Where one task's lines are in a manifest (bytes ``start`` to ``end``), and how many of its
+    files are HTML pages."""
+
+    start: int
+    end: int
+    html: int
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What a build wrote of its manifest: its SHA-256 and each task's lines, in plan order."""
+
+    sha256: str
+    tasks: list[TaskLines]
 
 
 def cache_info(cache: sqlite3.Connection, key: str) -> str:
@@ -517,10 +557,10 @@ def cache_info(cache: sqlite3.Connection, key: str) -> str:
 
 def load_stale(cache: sqlite3.Connection, work: sqlite3.Connection) -> set[str]:
     """Copy the cache's ``spare_paths`` into ``work``'s ``stale_paths``; returns ``spare_records``."""
-    work.execute("CREATE TABLE stale_paths (path TEXT PRIMARY KEY)")
-    cursor = cache.execute("SELECT path FROM spare_paths")
+    work.execute("CREATE TABLE stale_paths (path TEXT PRIMARY KEY, task INTEGER)")
+    cursor = cache.execute("SELECT path, task FROM spare_paths")
     while rows := cursor.fetchmany(10_000):
-        work.executemany("INSERT INTO stale_paths VALUES (?)", rows)
+        work.executemany("INSERT INTO stale_paths VALUES (?, ?)", rows)
     return {row[0] for row in cache.execute("SELECT id FROM spare_records")}
 
 
@@ -529,6 +569,11 @@ def load_listing_entries(cache: sqlite3.Connection, work: sqlite3.Connection) ->
     work.execute("CREATE TABLE listing_entries (task INTEGER NOT NULL, path TEXT NOT NULL, key TEXT NOT NULL, sha TEXT NOT NULL)")
     work.executemany("INSERT INTO listing_entries VALUES (?, ?, ?, ?)", cache.execute("SELECT task, path, key, sha FROM listing_entries ORDER BY rowid"))
     work.execute("CREATE INDEX listing_entries_task ON listing_entries (task)")
+
+
+def task_lines(cache: sqlite3.Connection) -> list[TaskLines]:
+    """The cache's :class:`TaskLines`, in plan order."""
+    return [TaskLines(*row) for row in cache.execute('SELECT start, "end", html FROM task_lines ORDER BY task')]
 
 
 def _file_stamp(path: Path) -> str:

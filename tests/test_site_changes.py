@@ -29,6 +29,8 @@ from errordb.store import ingest
 GENERATOR = Path(__file__).resolve().parents[1] / "bench" / "generate.py"
 FAMILIES = Path(__file__).resolve().parents[1] / "records" / "families.toml"
 COUNT = 120
+#: Records a rendering task: twelve record tasks, so that a rebuild can leave most of them out.
+BATCH = 10
 
 
 def _generated() -> list[dict]:
@@ -72,6 +74,14 @@ def _same_message_as_another(envelopes, families):
     target["errorMessage"], target["messagePattern"] = source["errorMessage"], source["messagePattern"]
 
 
+def _new_commit(envelopes, families):
+    # Nothing a related-errors list shows or weighs: the change reaches its own page and, through
+    # the "same message" box (which links each raise site at its commit), the one it shares with.
+    record = _record(envelopes, 31)
+    record["analyzedSha"] = "0123456789abcdef0123456789abcdef01234567"
+    record["githubUrl"] = record["githubUrl"].split("/blob/")[0] + f"/blob/{record['analyzedSha']}/{record['filePath']}#L{record['sourceCodeStart']}-L{record['sourceCodeEnd']}"
+
+
 def _move_family(envelopes, families):
     record = _record(envelopes, 44)
     others = sorted({e["record"]["backgroundTag"] for e in envelopes} - {record["backgroundTag"]})
@@ -109,7 +119,7 @@ def _family_text(envelopes, families):
     return families.replace('title = "Feature and parallelism conflict"', 'title = "When a feature and a parallel layout conflict"', 1)
 
 
-STEPS = [_edit_documentation, _edit_message, _same_message_as_another, _move_family, _retag, _move_file,
+STEPS = [_edit_documentation, _edit_message, _same_message_as_another, _new_commit, _move_family, _retag, _move_file,
          _change_class, _add_record, _remove_record, _family_text]  # fmt: skip
 
 
@@ -117,10 +127,12 @@ STEPS = [_edit_documentation, _edit_message, _same_message_as_another, _move_fam
 def targeted(monkeypatch):
     """Incremental builds here find the records that share a message through the cache however
     many pages they render (120 records: a change reaches more than the tenth of them that
-    :data:`errordb.site.TARGETED_SHARE` allows); full builds group the whole store."""
+    :data:`errordb.site.TARGETED_SHARE` allows); full builds group the whole store. Every
+    build renders :data:`BATCH` records a task."""
     from errordb import site
 
     monkeypatch.setattr(site, "TARGETED_SHARE", 1.0)
+    monkeypatch.setattr(site, "BATCH", BATCH)
 
 
 @pytest.fixture(scope="module")
@@ -133,6 +145,7 @@ def base(tmp_path_factory) -> tuple[list[dict], Path, Path, Path]:
     out = folder / "site"
     with pytest.MonkeyPatch.context() as patch:  # module scope: the per-test cache is not set yet
         patch.setenv("ERRORDB_CACHE", str(folder / "cache"))
+        patch.setattr("errordb.site.BATCH", BATCH)
         build_site(db, out, jobs=1)
         cache = site_changes.cache_path(out)
     return envelopes, db, out, cache
@@ -162,6 +175,8 @@ def test_each_kind_of_change_gives_the_full_build_exactly(base, tmp_path):
         report = build_site(db, out, incremental=True, jobs=2 if number % 2 else 1)
         assert report.changed == (0 if step is _family_text else 1), step.__name__  # the cache was used
         assert 0 < report.rendered < report.pages, step.__name__
+        if step is _new_commit:
+            assert report.rendered == 2
         full = build_site(db, folder / "full", jobs=1)
         assert tree_bytes(out) == tree_bytes(folder / "full"), step.__name__
         assert full.pages == report.pages
@@ -414,6 +429,65 @@ def test_the_build_before_is_kept_and_brought_up_to_date_in_place(base, tmp_path
     assert len(untouched) > COUNT // 2
     assert all(new_inodes[name] == spare_inodes[name] for name in untouched)
     assert not any(name.endswith(".new") for name in new_inodes)
+
+
+def _record_task(db: Path, record_id: str) -> tuple:
+    """The plan's task that renders ``record_id``'s page."""
+    import sqlite_utils
+
+    from errordb import site
+
+    store = sqlite_utils.Database(db)
+    try:
+        return next(task for task in site._plan(store) if task[0] == "records" and task[2] <= record_id <= task[3])
+    finally:
+        store.close()
+
+
+def test_a_rebuild_from_the_spare_runs_only_the_tasks_a_change_reaches(base, tmp_path, monkeypatch):
+    from errordb import site
+
+    envelopes, db, out = _copy(base, tmp_path)
+    run, read = [], []
+    run_task, manifest_entries = site._run_task, site._manifest_entries
+    monkeypatch.setattr(site, "_run_task", lambda index, task: run.append(task) or run_task(index, task))
+    monkeypatch.setattr(site, "_manifest_entries", lambda *args: (read.append(entry) or entry for entry in manifest_entries(*args)))
+    first, second = _record(envelopes, 5), _record(envelopes, 60)
+    last = max(envelopes, key=lambda envelope: envelope["record"]["id"])
+    assert last["record"] not in (first, second)
+
+    # Build 1 removes the last record and edits another, and keeps the copied site as its spare.
+    envelopes.remove(last)
+    first["documentation"] += " Edited."
+    ingest([_write(envelopes, tmp_path / "build-1")], db, prune=True)
+    build_site(db, out, incremental=True, jobs=1)
+    tasks = len(run)
+    record_tasks = {task for task in run if task[0] == "records"}
+    assert len(record_tasks) == 12 and _record_task(db, first["id"]) != _record_task(db, second["id"])
+
+    for step, edited, expected in [(2, second, None), (3, second, {second["id"]}), (4, first, {first["id"], second["id"]})]:
+        run.clear()
+        read.clear()
+        edited["documentation"] += f" Edited in build {step}."
+        ingest([_write(envelopes, tmp_path / f"build-{step}")], db)
+        report = build_site(db, out, incremental=True, jobs=1)
+        ran, lines_read = list(run), len(read)
+        full = build_site(db, tmp_path / f"full-{step}", jobs=1)
+        assert tree_bytes(out) == tree_bytes(tmp_path / f"full-{step}"), step
+        assert (report.pages, report.rendered, report.reused) == (full.pages, 1, full.pages - 1)
+        lines = (out / site.MANIFEST).read_text(encoding="utf-8").count("\n") - 2
+        if expected is None:
+            # Build 2 brings build 1's spare (the copied site) up to date: the tasks whose files
+            # build 1 changed run (its edit; the removed record's listings, its family's pages),
+            # not all of them; the removed record's page, which no task writes now, goes.
+            assert {_record_task(db, first["id"]), _record_task(db, second["id"])} <= set(ran)
+            assert len(ran) < tasks
+            continue
+        # From then on, the task of the record changed and that of the page the previous build
+        # changed run, and only their lines are read of the old manifest (and those of the files
+        # written beside the tasks).
+        assert sorted(ran) == sorted({_record_task(db, record_id) for record_id in expected}), step
+        assert lines_read < lines / 4
 
 
 def test_a_failed_build_over_a_spare_leaves_the_site_and_a_full_build_next(base, tmp_path, monkeypatch):
