@@ -392,11 +392,17 @@ def _version_info(
         "contentHash": stats.get("contentHash"),
         "schemaVersion": SUPPORTED_SCHEMA_VERSIONS[-1],
         "errordbVersion": __version__,
-        "downloads": {name: _download(tree, urls, name) for name in (layout.ALL_JSONL, layout.ALL_ZIP)},
+        "downloads": _downloads(tree, urls),
         "schemas": schemas,
     }
 
 
-def _download(tree: OutputTree, urls: Urls, name: str) -> dict[str, Any]:
-    path = tree.path(name)
-    return {"url": urls.api(name), "bytes": os.path.getsize(path), "sha256": file_sha256(path)}
+def _downloads(tree: OutputTree, urls: Urls) -> dict[str, Any]:
+    """Each bulk download's URL, size and SHA-256, the two hashed side by side (hashlib lets go
+    of the GIL on large buffers: at a million records ~1.6 GB, 1.0 s one after the other)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    names = (layout.ALL_JSONL, layout.ALL_ZIP)
+    with ThreadPoolExecutor(max_workers=len(names)) as pool:
+        hashes = list(pool.map(file_sha256, [tree.path(name) for name in names]))
+    return {name: {"url": urls.api(name), "bytes": os.path.getsize(tree.path(name)), "sha256": digest} for name, digest in zip(names, hashes)}

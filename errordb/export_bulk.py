@@ -17,6 +17,8 @@ they scale to millions of records:
 from __future__ import annotations
 
 import functools
+import io
+import os
 import shutil
 import struct
 import tempfile
@@ -133,11 +135,8 @@ class JsonLinesGzip:
         """Append the previous file's segment ``old`` as its bytes are: the caller knows that the
         records it would add next are that segment's, unchanged (see :attr:`between_segments`)."""
         assert self._old_file is not None and not self._pending
-        self._old_file.seek(old.offset)
-        packed = self._old_file.read(old.length)
-        if len(packed) != old.length:
+        if copy_range(self._old_file, old.offset, old.length, self._out) != old.length:
             raise EarlierDownloadError("the previous all.jsonl.gz is shorter than its segments say")
-        self._out.write(packed)
         self.segments.append(Segment(old.first, old.last, old.count, self._offset, old.length, old.crc, old.size))
         self._offset += old.length
         self._crc = crc32_combine(self._crc, old.crc, old.size)
@@ -146,6 +145,51 @@ class JsonLinesGzip:
     def close(self) -> None:
         self._flush()
         self._out.write(_FINAL_BLOCK + struct.pack("<2I", self._crc, self._size & 0xFFFFFFFF))
+
+
+def copy_range(source: IO[bytes], start: int, length: int, out: IO[bytes]) -> int:
+    """Append ``length`` bytes of ``source`` from ``start`` on to ``out``; returns how many there
+    were (fewer when ``source`` ends first).
+
+    Between two files the kernel copies them (``copy_file_range``), without bringing them into
+    this process: a rebuild at a million records copies ~1.5 GB of its downloads' earlier bytes
+    this way (2.5 s read and written a megabyte at a time).
+    """
+    copy = getattr(os, "copy_file_range", None)
+    try:
+        ends = (source.fileno(), out.fileno()) if copy is not None and out.seekable() else None
+    except (OSError, ValueError, io.UnsupportedOperation):
+        ends = None
+    if ends is not None:
+        out.flush()
+        position = out.tell()
+        copied = 0
+        try:
+            while copied < length:
+                step = copy(ends[0], ends[1], length - copied, start + copied, position + copied)
+                if not step:
+                    break  # the source ended
+                copied += step
+        except OSError:
+            # Not between these two files (another file system, an old kernel): bytes by bytes
+            # after what was copied (written at the explicit offsets, so the position is unmoved).
+            out.seek(position + copied)
+            return copied + _read_write(source, start + copied, length - copied, out)
+        out.seek(position + copied)
+        return copied
+    return _read_write(source, start, length, out)
+
+
+def _read_write(source: IO[bytes], start: int, length: int, out: IO[bytes]) -> int:
+    source.seek(start)
+    copied = 0
+    while copied < length:
+        chunk = source.read(min(length - copied, DIRECTORY_CHUNK))
+        if not chunk:
+            break
+        out.write(chunk)
+        copied += len(chunk)
+    return copied
 
 
 def ends_segment(record_id: str, count: int) -> bool:
@@ -251,14 +295,8 @@ class StreamingZip:
                 if not self.copy(directory.entry(index), archive):
                     raise EarlierDownloadError("the earlier all.zip does not hold the entries its directory lists")
             return
-        archive.seek(begin)
-        remaining = end - begin
-        while remaining:
-            chunk = archive.read(min(remaining, DIRECTORY_CHUNK))
-            if not chunk:
-                raise EarlierDownloadError("the earlier all.zip is shorter than its directory says")
-            self._out.write(chunk)
-            remaining -= len(chunk)
+        if copy_range(archive, begin, end - begin, self._out) != end - begin:
+            raise EarlierDownloadError("the earlier all.zip is shorter than its directory says")
         for piece in directory.shifted(first, stop, delta):
             self._directory.write(piece)
             self._directory_size += len(piece)

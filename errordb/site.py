@@ -219,10 +219,7 @@ def _build(
                     # holds the manifest's hash) the manifest is read once the changes are known,
                     # and only where they reach when the plan is the old one.
                     previous = out if incremental and cache is None and _load_manifest(out, environment, work) else None
-                    tasks = list(_plan(db))
-                    dataset_version = meta(db).get("datasetVersion") or ""
-                    listing_info = {**site_changes.listing_inputs(db.conn), "plan": _plan_hash(tasks), "datasetVersion": dataset_version}
-                    listings_same = False
+                    tasks: list[tuple[Any, ...]] = []
                     untouched: dict[int, site_changes.TaskLines] = {}
                     old_cache = cache
                     if old_cache is not None:
@@ -231,6 +228,14 @@ def _build(
                         if len(changes.affected) <= record_count * TARGETED_SHARE:
                             scope = changes.affected
                             groups = site_changes.message_groups(db.conn, old_cache, scope, changed)
+                        if changes.listings_same:
+                            # The plan is made of the records' ids and listed columns: the old one.
+                            tasks = site_changes.cached_plan(old_cache)
+                    tasks = tasks or list(_plan(db))
+                    dataset_version = meta(db).get("datasetVersion") or ""
+                    listing_info = {**site_changes.listing_inputs(db.conn), "plan": _plan_hash(tasks), "datasetVersion": dataset_version}
+                    listings_same = False
+                    if old_cache is not None:
                         listings_same = changes.listings_same and all(
                             site_changes.cache_info(old_cache, key) == value for key, value in listing_info.items()
                         )
@@ -262,8 +267,10 @@ def _build(
                     spare is not None, listings_same, bool(kept), base_url, environment, str(templates), dataset_version,
                 )  # fmt: skip
                 old_api = _previous_api(out, old_cache, changed) if previous is not None else None
-                previous_cache = site_changes.cache_path(out) if old_cache is not None else None
-                with site_changes.CacheWriter(new_cache, previous_cache, removed) as cache_writer:
+                if old_cache is not None:
+                    old_cache.close()  # the writer updates it in place
+                cache_file = site_changes.cache_path(out) if old_cache is not None else new_cache
+                with site_changes.CacheWriter(cache_file, removed, update=old_cache is not None) as cache_writer:
                     segments, manifest = _render(
                         db, config, staging, tasks, record_count, workers, report, progress, old_api, stale_records, cache_writer, untouched,
                     )  # fmt: skip
@@ -273,14 +280,14 @@ def _build(
                         # no single state of it, so the next build compares every record.
                         store_state = dict.fromkeys(store_state, "")
                     cache_writer.finish(
-                        out, families, manifest, segments, staging / "api" / ALL_JSONL,
+                        out, families, tasks, manifest, segments, staging / "api" / ALL_JSONL,
                         site_changes.Spare(kept, spare_paths, changed if kept and changed else set()), {**listing_info, **store_state},
                         _listing_entries(scratch, tasks),
                     )  # fmt: skip
         finally:
             if cache is not None:
                 cache.close()
-        site_changes.install_cache(out, new_cache)
+        site_changes.install_cache(out, new_cache if old_cache is None else None)
     return report
 
 

@@ -39,7 +39,6 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
 import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import astuple, dataclass
@@ -51,7 +50,7 @@ from errordb.export_bulk import Segment
 from errordb.store import FTS_TOKENIZER, cache_dir, change_state, changed_since
 
 #: Bumped when the cache's tables or their meaning change (an old cache is then ignored).
-CACHE_FORMAT = "7"
+CACHE_FORMAT = "8"
 _CHUNK = 500  # ids per IN (...) query
 #: A question a page asked: (record id, *:data:`errordb.site_related.Window`).
 Asked = tuple[str, str, str, Any, Any]
@@ -209,7 +208,9 @@ def open_cache(out: Path, manifest: Path) -> sqlite3.Connection | None:
     if not path.is_file() or not manifest.is_file():
         return None
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        # Read-write: a build killed while it updated the cache left a journal, which SQLite
+        # rolls back here (a read-only connection could not).
+        conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True)
         info = dict(conn.execute("SELECT key, value FROM info"))
         if info.get("format") == CACHE_FORMAT and info.get("manifest") == file_sha256(manifest):
             return conn
@@ -237,10 +238,9 @@ def affected_records(store: sqlite3.Connection, cache: sqlite3.Connection, cover
         stemmer.close()
     old_families = {row[0]: Family(*row[1:]) for row in cache.execute("SELECT tag, fingerprint, records, repos FROM families")}
     # From the change log, the cache's counts are those of the store as it was then, so only a
-    # family a changed record was or is in is counted again (one family of 125,000 records:
-    # 0.3 s, against 2 s for all of them at a million); without it, every family is.
-    touched = {fact["family"] for fact in before + now}
-    new_families = family_fingerprints(store, old_families, touched) if logged else family_fingerprints(store)
+    # family a record came into or left is counted again (one family of 125,000 records: 0.3 s,
+    # against 2 s for all of them at a million); without it, every family is.
+    new_families = family_fingerprints(store, old_families, _recounted(before, now)) if logged else family_fingerprints(store)
     families = sorted(tag for tag in old_families.keys() | new_families.keys() if old_families.get(tag, (None,))[0] != new_families.get(tag, (None,))[0])
     for chunk in _chunks(families):
         affected.update(row[0] for row in store.execute(f"SELECT id FROM records WHERE backgroundTag IN ({_marks(chunk)})", chunk))
@@ -379,6 +379,15 @@ def _cached_facts(cache: sqlite3.Connection, ids: list[str]) -> Iterator[dict[st
 _INSIDE = "(lo IS NULL OR lo <= ?) AND (hi IS NULL OR hi >= ?)"
 
 
+def _recounted(before: list[dict[str, Any]], now: list[dict[str, Any]]) -> set[str]:
+    """The families whose counts (records, repositories) the change from ``before`` to ``now``
+    can move: those of a record that came, went, or changed its family or its repository."""
+    was = {fact["id"]: (fact["family"], fact["file"].split("\0")[0]) for fact in before}
+    is_ = {fact["id"]: (fact["family"], fact["file"].split("\0")[0]) for fact in now}
+    moved = [record_id for record_id in was.keys() | is_.keys() if was.get(record_id) != is_.get(record_id)]
+    return {place[0] for record_id in moved for place in (was.get(record_id), is_.get(record_id)) if place is not None}
+
+
 def _face(fact: dict[str, Any]) -> tuple[Any, ...]:
     """What the questions match of a record version and what related errors show or weigh of it."""
     return (fact["rid"], fact["file"], fact["family"], frozenset(fact["tags"]), frozenset(fact["stems"]), fact["listed"])
@@ -428,10 +437,11 @@ CREATE TABLE spare_records (id TEXT PRIMARY KEY);
 -- The files each listing task of the build wrote (task: its index in the plan), for a next build
 -- whose listings are all unchanged (see Changes.listings_same).
 CREATE TABLE listing_entries (task INTEGER NOT NULL, path TEXT NOT NULL, key TEXT NOT NULL, sha TEXT NOT NULL);
--- Where each task's lines are in the build's manifest (bytes start to end, their separators
--- included) and how many HTML pages it made: a next build with the same plan copies the lines
--- of the tasks it need not run (info's "plan" says which plan).
-CREATE TABLE task_lines (task INTEGER PRIMARY KEY, start INTEGER NOT NULL, "end" INTEGER NOT NULL, html INTEGER NOT NULL);
+-- The build's plan: each task (as JSON), where its lines are in the build's manifest (bytes
+-- start to end, their separators included) and how many HTML pages it made. A next build whose
+-- records and listed columns are the same has the same plan, and copies the lines of the tasks
+-- it need not run.
+CREATE TABLE tasks (task INTEGER PRIMARY KEY, plan TEXT NOT NULL, start INTEGER NOT NULL, "end" INTEGER NOT NULL, html INTEGER NOT NULL);
 -- The segments of the build's api/all.jsonl.gz (errordb.export_bulk.Segment), so the next build
 -- copies those whose records did not change; info's "jsonl" says which file they describe.
 CREATE TABLE segments (first TEXT NOT NULL, last TEXT NOT NULL, count INTEGER NOT NULL, "offset" INTEGER NOT NULL,
@@ -449,33 +459,32 @@ CREATE INDEX records_mh ON records (mh);
 
 
 class CacheWriter:
-    """This build's cache of the site ``out``, written to ``path`` (a new file) as the build goes.
+    """This build's cache of the site ``out``, written to ``path`` as the build goes.
 
     :meth:`add` takes, per rendering task, the questions (``windows``) and the facts
     (:func:`raw_facts`) of the pages rendered from their inputs, as the workers read them while
     rendering: a record that changes during the build then differs from its cached facts next
     time, and is rendered again. They are written as the tasks finish, while the workers render
-    the next ones, rather than all after the last page. With the ``previous`` cache (its file),
-    the new one is a copy of it in which the rows of those records and of the ``removed`` ones
-    are replaced; the other records' rows hold unchanged, as their pages were reused only
-    because nothing they depend on changed. Without one, every record was rendered. Nothing is
-    committed until :meth:`finish`.
+    the next ones, rather than all after the last page. With ``update``, ``path`` is the
+    previous build's cache, in which the rows of those records and of the ``removed`` ones are
+    replaced; the other records' rows hold unchanged, as their pages were reused only because
+    nothing they depend on changed. Without it, ``path`` is a new file and every record was
+    rendered. Nothing is committed until :meth:`finish`: a build that fails leaves the previous
+    cache as it was (one transaction, where copying it took 1.3 s at a million records).
     """
 
-    def __init__(self, path: Path, previous: Path | None, removed: set[str]):
-        if previous is not None:
-            shutil.copyfile(previous, path)
-        self.previous = previous
+    def __init__(self, path: Path, removed: set[str], update: bool):
+        self.update = update
         self.conn = sqlite3.connect(path)
         self.stemmer = Stemmer()
         self._word_terms: dict[str, tuple[str, str]] = {}
-        if previous is None:
+        if not update:
             # Indexed in finish(), once the rows are in: at a million records, inserting eight
             # million windows into an index on random keys was most of writing the cache.
             self.conn.executescript(_SCHEMA)
         else:
             _delete_rows(self.conn, sorted(removed))
-            for table in ("families", "info", "segments", "spare_paths", "listing_entries", "spare_records", "task_lines"):
+            for table in ("families", "info", "segments", "spare_paths", "listing_entries", "spare_records", "tasks"):
                 self.conn.execute(f"DELETE FROM {table}")
 
     def __enter__(self) -> CacheWriter:
@@ -487,23 +496,24 @@ class CacheWriter:
 
     def add(self, windows: list[Asked], facts: list[dict[str, Any]]) -> None:
         """The questions and facts of one rendering task."""
-        if self.previous is not None:
+        if self.update:
             _delete_rows(self.conn, sorted({window[0] for window in windows} | {fact["id"] for fact in facts}))
         _write_windows(self.conn, windows, self.stemmer, self._word_terms)
         _write_facts(self.conn, with_stems(facts, self.stemmer))
 
     def finish(
-        self, out: Path, families: dict[str, Family], manifest: Manifest, segments: list[Segment], jsonl: Path, spare: Spare,
-        info: dict[str, str], listing_entries: Iterable[tuple[int, str, str, str]],
+        self, out: Path, families: dict[str, Family], plan: list[tuple[Any, ...]], manifest: Manifest, segments: list[Segment], jsonl: Path,
+        spare: Spare, info: dict[str, str], listing_entries: Iterable[tuple[int, str, str, str]],
     ) -> None:
         """The rest, and commit. ``families``: the fingerprints read before the pages were.
-        ``manifest``: what the build wrote of its manifest. ``segments``: those of ``jsonl``,
+        ``plan``: the build's tasks; ``manifest``: what it wrote of its manifest, task by task. ``segments``: those of ``jsonl``,
         the build's ``all.jsonl.gz``. ``spare``: how this build differs from the one it
         replaces, kept as its spare. ``info``: more to keep in the ``info`` table (what the
         build's listings were made from); ``listing_entries``: (task, path, input hash, content
         hash) of every file its listing tasks wrote."""
         conn = self.conn
-        conn.executemany("INSERT INTO task_lines VALUES (?, ?, ?, ?)", ((task, *lines) for task, lines in enumerate(manifest.tasks)))
+        rows = ((index, json.dumps(task), *lines) for index, (task, lines) in enumerate(zip(plan, manifest.tasks, strict=True)))
+        conn.executemany("INSERT INTO tasks VALUES (?, ?, ?, ?, ?)", rows)
         conn.executemany("INSERT INTO families VALUES (?, ?, ?, ?)", ((tag, *family) for tag, family in families.items()))
         conn.executemany("INSERT INTO segments VALUES (?, ?, ?, ?, ?, ?, ?)", (astuple(segment) for segment in segments))
         conn.executemany("INSERT INTO spare_paths VALUES (?, ?)", spare.paths)
@@ -514,7 +524,7 @@ class CacheWriter:
             ("spare", spare.manifest), *sorted(info.items()),
         ]  # fmt: skip
         conn.executemany("INSERT INTO info VALUES (?, ?)", rows)
-        if self.previous is None:
+        if not self.update:
             conn.executescript(_INDEXES)
         conn.commit()
 
@@ -571,9 +581,14 @@ def load_listing_entries(cache: sqlite3.Connection, work: sqlite3.Connection) ->
     work.execute("CREATE INDEX listing_entries_task ON listing_entries (task)")
 
 
+def cached_plan(cache: sqlite3.Connection) -> list[tuple[Any, ...]]:
+    """The tasks of the cache's build, in order."""
+    return [tuple(tuple(part) if isinstance(part, list) else part for part in json.loads(row[0])) for row in cache.execute("SELECT plan FROM tasks ORDER BY task")]
+
+
 def task_lines(cache: sqlite3.Connection) -> list[TaskLines]:
     """The cache's :class:`TaskLines`, in plan order."""
-    return [TaskLines(*row) for row in cache.execute('SELECT start, "end", html FROM task_lines ORDER BY task')]
+    return [TaskLines(*row) for row in cache.execute('SELECT start, "end", html FROM tasks ORDER BY task')]
 
 
 def _file_stamp(path: Path) -> str:
@@ -645,15 +660,22 @@ def new_cache_file(out: Path) -> Iterator[Path]:
         path.unlink(missing_ok=True)
 
 
-def install_cache(out: Path, path: Path) -> None:
-    os.replace(path, cache_path(out))
-    _prune_orphans(cache_path(out).parent)
+def install_cache(out: Path, path: Path | None) -> None:
+    """Move the new cache ``path`` over the site's (None: it was updated in place), and remove
+    the caches of sites that are gone."""
+    target = cache_path(out)
+    if path is not None:
+        # A journal left by a killed update of the old cache must not be applied to the new one.
+        Path(f"{target}-journal").unlink(missing_ok=True)
+        os.replace(path, target)
+    _prune_orphans(target.parent)
 
 
 def forget(out: Path) -> None:
     """Remove the build cache of the site in ``out`` (a site about to be removed)."""
     with contextlib.suppress(OSError):
         cache_path(out).unlink(missing_ok=True)
+        Path(f"{cache_path(out)}-journal").unlink(missing_ok=True)
 
 
 def _prune_orphans(folder: Path) -> None:

@@ -150,3 +150,39 @@ def test_jsonl_segments_depend_on_the_ids_only(monkeypatch):
     every = segments(ids)
     one_more = segments(sorted([*ids, "0000000000abcdef"]))
     assert len(every) > 5 and len(every - one_more) == 1
+
+
+@pytest.mark.parametrize("how", ["kernel", "kernel fails halfway", "no kernel copy", "not a file"])
+def test_copy_range_appends_the_bytes_whichever_way_it_copies(tmp_path, monkeypatch, how):
+    import os
+
+    from errordb import export_bulk
+
+    data = bytes(range(256)) * 20_000  # 5 MB: several steps of either way
+    (tmp_path / "old").write_bytes(data)
+    if how == "kernel fails halfway":
+        real = os.copy_file_range
+        calls = []
+
+        def fails_second_time(*args):
+            calls.append(args)
+            if len(calls) > 1:
+                raise OSError(18, "Invalid cross-device link")
+            return real(args[0], args[1], min(args[2], 1_000_000), *args[3:])
+
+        monkeypatch.setattr(os, "copy_file_range", fails_second_time)
+    elif how == "no kernel copy":
+        monkeypatch.delattr(os, "copy_file_range")
+    with open(tmp_path / "old", "rb") as source:
+        out = io.BytesIO() if how == "not a file" else open(tmp_path / "new", "wb")
+        with out:
+            out.write(b"head")
+            assert export_bulk.copy_range(source, 1000, 3_000_000, out) == 3_000_000
+            out.write(b"tail")
+            assert export_bulk.copy_range(source, len(data) - 10, 100, out) == 10  # the source ends
+            assert out.tell() == 4 + 3_000_000 + 4 + 10
+            written = out.getvalue() if how == "not a file" else None
+    written = written if written is not None else (tmp_path / "new").read_bytes()
+    assert written == b"head" + data[1000:3_001_000] + b"tail" + data[-10:]
+    if how == "kernel fails halfway":
+        assert len(calls) == 3  # one step, then a failure in each copy

@@ -88,6 +88,15 @@ def _move_family(envelopes, families):
     record["backgroundTag"] = others[0]
 
 
+def _move_repository(envelopes, families):
+    # Into a repository its family has no other record from: the family's repository count moves.
+    record = _record(envelopes, 50)
+    others = {e["record"]["repo"] for e in envelopes if e["record"]["backgroundTag"] == record["backgroundTag"]}
+    record["repo"] = "someone-else/new-project"
+    assert record["repo"] not in others
+    record["githubUrl"] = f"https://github.com/{record['repo']}/blob/" + record["githubUrl"].split("/blob/")[1]
+
+
 def _retag(envelopes, families):
     _record(envelopes, 60)["tags"] = ["cuda", "nccl", "triton"]
 
@@ -119,7 +128,7 @@ def _family_text(envelopes, families):
     return families.replace('title = "Feature and parallelism conflict"', 'title = "When a feature and a parallel layout conflict"', 1)
 
 
-STEPS = [_edit_documentation, _edit_message, _same_message_as_another, _new_commit, _move_family, _retag, _move_file,
+STEPS = [_edit_documentation, _edit_message, _same_message_as_another, _new_commit, _move_family, _move_repository, _retag, _move_file,
          _change_class, _add_record, _remove_record, _family_text]  # fmt: skip
 
 
@@ -205,6 +214,31 @@ def test_without_its_cache_an_incremental_build_reads_every_input(base, tmp_path
     assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full"))
     # That build wrote a cache for this path: the next one uses it.
     assert build_site(db, out, incremental=True, jobs=1).changed == 0
+
+
+def test_a_cache_update_killed_halfway_is_rolled_back_and_used(base, tmp_path):
+    import subprocess
+    import sys
+
+    envelopes, db, out = _copy(base, tmp_path)
+    cache = site_changes.cache_path(out)
+    # A build that dies while it updates the cache in place: its changes are in the file, the
+    # pages they replaced in the journal beside it.
+    killed = f"""
+import os, sqlite3
+conn = sqlite3.connect({str(cache)!r})
+conn.execute("PRAGMA cache_size = 1")
+conn.execute("DELETE FROM records")
+conn.execute("DELETE FROM windows")
+os._exit(9)
+"""
+    assert subprocess.run([sys.executable, "-c", killed]).returncode == 9
+    assert Path(f"{cache}-journal").stat().st_size > 0
+    _edit_documentation(envelopes, None)
+    ingest([_write(envelopes, tmp_path / "records")], db)
+    report = build_site(db, out, incremental=True, jobs=1)
+    assert (report.changed, report.rendered) == (1, 1)  # the cache as it was before the update
+    assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full"))
 
 
 def test_a_cache_of_another_build_is_not_used(base, tmp_path):
