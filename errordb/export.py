@@ -136,15 +136,17 @@ def link_listings(previous: Path, out_dir: Path) -> bool:
     return True
 
 
-def clear_for_update(root: Path, stale: Collection[str]) -> None:
+def clear_for_update(root: Path, stale: Collection[str], keep_listings: bool = False) -> None:
     """Remove from the earlier API in ``root`` every file but the record files of the records
-    not in ``stale``: what is left is what an export would write again as it is, so
-    :func:`write_api` (given the same ``stale``) writes only the rest."""
+    not in ``stale`` (and, with ``keep_listings``, the listings, which the caller knows are
+    right): what is left is what an export would write again as it is, so :func:`write_api`
+    (given the same ``stale``, and ``listings=False`` with ``keep_listings``) writes only the rest."""
     for entry in sorted(root.iterdir()):
         if entry.name != "errors" or entry.is_symlink() or not entry.is_dir():
-            remove_path(entry)
+            if not keep_listings or entry.name in _NOT_LISTINGS or entry.is_symlink():
+                remove_path(entry)
             continue
-        for name in ("index.json", "index.pages"):
+        for name in () if keep_listings else ("index.json", "index.pages"):
             remove_path(entry / name)
         for record_id in sorted(stale):
             if isinstance(record_id, str) and layout.PLAIN_RECORD_ID.fullmatch(record_id):

@@ -179,6 +179,7 @@ class _Config:
     changes: bool  # the ``affected`` table lists the only records whose pages may have changed
     in_place: bool  # staging is the spare, brought up to date (``stale_paths`` may differ from previous)
     listings_same: bool  # every listing is the previous build's (``listing_entries`` says which files)
+    api_listings_kept: bool  # in_place, and the spare's API listings are the previous build's: they stay
     keeping: bool  # the build this one replaces is kept as the next one's spare
     base_url: str
     environment: str
@@ -234,7 +235,7 @@ def _build(
                     tasks = tasks or list(_plan(db))
                     dataset_version = meta(db).get("datasetVersion") or ""
                     listing_info = {**site_changes.listing_inputs(db.conn), "plan": _plan_hash(tasks), "datasetVersion": dataset_version}
-                    listings_same = False
+                    listings_same = api_listings_kept = False
                     if old_cache is not None:
                         listings_same = changes.listings_same and all(
                             site_changes.cache_info(old_cache, key) == value for key, value in listing_info.items()
@@ -254,6 +255,8 @@ def _build(
                             stale_records = site_changes.load_stale(old_cache, work) | changed
                             if listings_same:
                                 untouched = _untouched_tasks(old_cache, work, tasks)
+                                # The previous build reused the listings of the build it kept: the spare's.
+                                api_listings_kept = site_changes.cache_info(old_cache, "spareListings") == "same"
                     if old_cache is not None:
                         previous = out
                         if not _load_manifest(out, environment, work, untouched.values()):
@@ -264,7 +267,7 @@ def _build(
                 kept = site_changes.cache_info(old_cache, "manifest") if keep is not None and old_cache is not None and changed is not None else ""
                 config = _Config(
                     db_path, str(scratch), str(staging), str(previous) if previous else None, old_cache is not None,
-                    spare is not None, listings_same, bool(kept), base_url, environment, str(templates), dataset_version,
+                    spare is not None, listings_same, api_listings_kept, bool(kept), base_url, environment, str(templates), dataset_version,
                 )  # fmt: skip
                 old_api = _previous_api(out, old_cache, changed) if previous is not None else None
                 if old_cache is not None:
@@ -281,7 +284,8 @@ def _build(
                         store_state = dict.fromkeys(store_state, "")
                     cache_writer.finish(
                         out, families, tasks, manifest, segments, staging / "api" / ALL_JSONL,
-                        site_changes.Spare(kept, spare_paths, changed if kept and changed else set()), {**listing_info, **store_state},
+                        site_changes.Spare(kept, spare_paths, changed if kept and changed else set()),
+                        {**listing_info, **store_state, "spareListings": "same" if kept and listings_same else ""},
                         _listing_entries(scratch, tasks),
                     )  # fmt: skip
         finally:
@@ -472,9 +476,9 @@ def _render(
     if workers > 1:
         context = multiprocessing.get_context("spawn")  # never fork a process holding SQLite handles
         with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(config,)) as pool:
-            _api_folder(staging, stale_records)
+            _api_folder(staging, stale_records, config.api_listings_kept)
             # The API's listings in a worker, its records and bulk files here, while the workers render.
-            listings = pool.submit(_run_api_listings, old_api.folder if config.listings_same and old_api else None)
+            listings = None if config.api_listings_kept else pool.submit(_run_api_listings, old_api.folder if config.listings_same and old_api else None)
             futures = {index: pool.submit(_run_task, index, tasks[index]) for index in todo}
             try:
                 segments = _write_api(db, staging, base_url, old_api, stale_records, listings=False)
@@ -484,7 +488,8 @@ def _render(
                     results[index] = future.result()
                     _cache_task(scratch, index, cache_writer)
                     progress(len(results), len(tasks))
-                listings.result()
+                if listings is not None:
+                    listings.result()
             except BaseException:
                 pool.shutdown(cancel_futures=True)  # one failure fails the build: stop the rest
                 raise
@@ -497,10 +502,10 @@ def _render(
                 progress(len(results), len(tasks))
         finally:
             _close_worker()
-        _api_folder(staging, stale_records)
+        _api_folder(staging, stale_records, config.api_listings_kept)
         reuse_listings = config.listings_same and old_api is not None
-        segments = _write_api(db, staging, base_url, old_api, stale_records, listings=not reuse_listings)
-        if reuse_listings:
+        segments = _write_api(db, staging, base_url, old_api, stale_records, listings=not reuse_listings and not config.api_listings_kept)
+        if reuse_listings and not config.api_listings_kept:
             _api_listings(db.conn, staging / "api", base_url, old_api.folder)  # type: ignore[union-attr]
     for html_pages, rendered, reused in results.values():
         report.pages += html_pages
@@ -528,14 +533,15 @@ def _render(
     return segments, manifest
 
 
-def _api_folder(staging: Path, stale_records: set[str] | None) -> None:
-    """The API's folder: a new one, or the spare's, with what will be written again removed."""
+def _api_folder(staging: Path, stale_records: set[str] | None, keep_listings: bool) -> None:
+    """The API's folder: a new one, or the spare's, with what will be written again removed
+    (its listings stay with ``keep_listings``)."""
     if stale_records is None or not (staging / "api").is_dir():
         (staging / "api").mkdir(exist_ok=stale_records is not None)
         return
     from errordb.export import clear_for_update
 
-    clear_for_update(staging / "api", stale_records)
+    clear_for_update(staging / "api", stale_records, keep_listings)
 
 
 def _worker_count(jobs: int | None, record_count: int, db_path: str | None) -> int:

@@ -482,9 +482,10 @@ def test_a_rebuild_from_the_spare_runs_only_the_tasks_a_change_reaches(base, tmp
     from errordb import site
 
     envelopes, db, out = _copy(base, tmp_path)
-    run, read = [], []
-    run_task, manifest_entries = site._run_task, site._manifest_entries
+    run, read, api_listings = [], [], []
+    run_task, manifest_entries, link_api_listings = site._run_task, site._manifest_entries, site._api_listings
     monkeypatch.setattr(site, "_run_task", lambda index, task: run.append(task) or run_task(index, task))
+    monkeypatch.setattr(site, "_api_listings", lambda *args: api_listings.append(args) or link_api_listings(*args))
     monkeypatch.setattr(site, "_manifest_entries", lambda *args: (read.append(entry) or entry for entry in manifest_entries(*args)))
     first, second = _record(envelopes, 5), _record(envelopes, 60)
     last = max(envelopes, key=lambda envelope: envelope["record"]["id"])
@@ -502,10 +503,11 @@ def test_a_rebuild_from_the_spare_runs_only_the_tasks_a_change_reaches(base, tmp
     for step, edited, expected in [(2, second, None), (3, second, {second["id"]}), (4, first, {first["id"], second["id"]})]:
         run.clear()
         read.clear()
+        api_listings.clear()
         edited["documentation"] += f" Edited in build {step}."
         ingest([_write(envelopes, tmp_path / f"build-{step}")], db)
         report = build_site(db, out, incremental=True, jobs=1)
-        ran, lines_read = list(run), len(read)
+        ran, lines_read, linked = list(run), len(read), bool(api_listings)
         full = build_site(db, tmp_path / f"full-{step}", jobs=1)
         assert tree_bytes(out) == tree_bytes(tmp_path / f"full-{step}"), step
         assert (report.pages, report.rendered, report.reused) == (full.pages, 1, full.pages - 1)
@@ -516,12 +518,14 @@ def test_a_rebuild_from_the_spare_runs_only_the_tasks_a_change_reaches(base, tmp
             # not all of them; the removed record's page, which no task writes now, goes.
             assert {_record_task(db, first["id"]), _record_task(db, second["id"])} <= set(ran)
             assert len(ran) < tasks
+            assert linked  # the spare's API listings are not build 1's: linked from it
             continue
         # From then on, the task of the record changed and that of the page the previous build
         # changed run, and only their lines are read of the old manifest (and those of the files
         # written beside the tasks).
         assert sorted(ran) == sorted({_record_task(db, record_id) for record_id in expected}), step
         assert lines_read < lines / 4
+        assert not linked  # the spare's API listings are the previous build's: left as they are
 
 
 def test_a_failed_build_over_a_spare_leaves_the_site_and_a_full_build_next(base, tmp_path, monkeypatch):
