@@ -42,7 +42,7 @@ import re
 import shutil
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -286,7 +286,7 @@ def _build(
                         out, families, tasks, manifest, segments, staging / "api" / ALL_JSONL,
                         site_changes.Spare(kept, spare_paths, changed if kept and changed else set()),
                         {**listing_info, **store_state, "spareListings": "same" if kept and listings_same else ""},
-                        _listing_entries(scratch, tasks),
+                        _listing_entries(scratch, tasks, untouched), set(untouched),
                     )  # fmt: skip
         finally:
             if cache is not None:
@@ -427,10 +427,11 @@ def _untouched_tasks(cache: sqlite3.Connection, work: sqlite3.Connection, tasks:
     return {index: task_lines for index, task_lines in enumerate(lines) if index not in busy}
 
 
-def _listing_entries(scratch: Path, tasks: list[tuple[Any, ...]]) -> Iterator[tuple[int, str, str, str]]:
-    """(task, path, input hash, content hash) of the files the listing tasks wrote."""
+def _listing_entries(scratch: Path, tasks: list[tuple[Any, ...]], untouched: Collection[int]) -> Iterator[tuple[int, str, str, str]]:
+    """(task, path, input hash, content hash) of the files the listing tasks wrote, but for the
+    ``untouched`` ones (not run: the cache has theirs)."""
     for index, task in enumerate(tasks):
-        if task[0] != "records":
+        if task[0] != "records" and index not in untouched:
             yield from ((index, *entry) for entry in _task_entries(scratch, index))
 
 
@@ -511,13 +512,11 @@ def _render(
         report.pages += html_pages
         report.rendered += rendered
         report.reused += reused
-    # What the cache keeps of the listing tasks, and the sitemaps list, are read from the tasks' entries.
-    _entries_from_manifest(scratch, old_manifest, {index: lines for index, lines in untouched.items() if tasks[index][0] != "records"})
     extra = _copy_static(templates, staging)
     extra += _write_search_meta(staging, record_count)
     sitemaps = _reuse_sitemaps(config) if config.listings_same else None
     if sitemaps is None:
-        _entries_from_manifest(scratch, old_manifest, {index: lines for index, lines in untouched.items() if tasks[index][0] == "records"})
+        _entries_from_manifest(scratch, old_manifest, untouched)  # the sitemaps list every task's pages
         sitemaps = _write_sitemaps(scratch, staging, len(tasks), report.pages, base_url, templates, environment)
     extra += sitemaps
     # What the spare's update and the next one need: every file of this build, in the work database.

@@ -40,7 +40,7 @@ import hashlib
 import json
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -484,7 +484,7 @@ class CacheWriter:
             self.conn.executescript(_SCHEMA)
         else:
             _delete_rows(self.conn, sorted(removed))
-            for table in ("families", "info", "segments", "spare_paths", "listing_entries", "spare_records", "tasks"):
+            for table in ("families", "info", "segments", "spare_paths", "spare_records", "tasks"):
                 self.conn.execute(f"DELETE FROM {table}")
 
     def __enter__(self) -> CacheWriter:
@@ -503,20 +503,22 @@ class CacheWriter:
 
     def finish(
         self, out: Path, families: dict[str, Family], plan: list[tuple[Any, ...]], manifest: Manifest, segments: list[Segment], jsonl: Path,
-        spare: Spare, info: dict[str, str], listing_entries: Iterable[tuple[int, str, str, str]],
+        spare: Spare, info: dict[str, str], listing_entries: Iterable[tuple[int, str, str, str]], kept_tasks: Collection[int] = (),
     ) -> None:
         """The rest, and commit. ``families``: the fingerprints read before the pages were.
         ``plan``: the build's tasks; ``manifest``: what it wrote of its manifest, task by task. ``segments``: those of ``jsonl``,
         the build's ``all.jsonl.gz``. ``spare``: how this build differs from the one it
         replaces, kept as its spare. ``info``: more to keep in the ``info`` table (what the
         build's listings were made from); ``listing_entries``: (task, path, input hash, content
-        hash) of every file its listing tasks wrote."""
+        hash) of every file its listing tasks wrote, but for the ``kept_tasks`` (of the same
+        plan as the previous build's, not run), whose rows the previous cache has."""
         conn = self.conn
         rows = ((index, json.dumps(task), *lines) for index, (task, lines) in enumerate(zip(plan, manifest.tasks, strict=True)))
         conn.executemany("INSERT INTO tasks VALUES (?, ?, ?, ?, ?)", rows)
         conn.executemany("INSERT INTO families VALUES (?, ?, ?, ?)", ((tag, *family) for tag, family in families.items()))
         conn.executemany("INSERT INTO segments VALUES (?, ?, ?, ?, ?, ?, ?)", (astuple(segment) for segment in segments))
         conn.executemany("INSERT INTO spare_paths VALUES (?, ?)", spare.paths)
+        conn.execute("DELETE FROM listing_entries WHERE task NOT IN (SELECT value FROM json_each(?))", [json.dumps(sorted(kept_tasks))])
         conn.executemany("INSERT INTO listing_entries VALUES (?, ?, ?, ?)", listing_entries)
         conn.executemany("INSERT INTO spare_records VALUES (?)", ((record_id,) for record_id in sorted(spare.records)))
         rows = [

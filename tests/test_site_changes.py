@@ -511,6 +511,10 @@ def test_a_rebuild_from_the_spare_runs_only_the_tasks_a_change_reaches(base, tmp
         full = build_site(db, tmp_path / f"full-{step}", jobs=1)
         assert tree_bytes(out) == tree_bytes(tmp_path / f"full-{step}"), step
         assert (report.pages, report.rendered, report.reused) == (full.pages, 1, full.pages - 1)
+        # What the cache keeps of each listing task's files, for the next build: a full build's.
+        listed = "SELECT task, path, key, sha FROM listing_entries ORDER BY task, rowid"
+        with contextlib.closing(sqlite3.connect(site_changes.cache_path(out))) as mine, contextlib.closing(sqlite3.connect(site_changes.cache_path(tmp_path / f"full-{step}"))) as theirs:
+            assert mine.execute(listed).fetchall() == theirs.execute(listed).fetchall()
         lines = (out / site.MANIFEST).read_text(encoding="utf-8").count("\n") - 2
         if expected is None:
             # Build 2 brings build 1's spare (the copied site) up to date: the tasks whose files
