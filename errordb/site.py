@@ -53,7 +53,7 @@ import sqlite_utils
 from errordb import site_changes
 from errordb import site_pages as pages
 from errordb import site_paths as paths
-from errordb.atomic import file_sha256, remove_path, replaced_dir, scratch_dir
+from errordb.atomic import remove_path, replaced_dir, scratch_dir
 from errordb.export_bulk import Segment
 from errordb.export_layout import ALL_JSONL
 from errordb.site_paths import SiteError
@@ -265,6 +265,7 @@ def _build(
                     work.commit()
                     work.close()
                 kept = site_changes.cache_info(old_cache, "manifest") if keep is not None and old_cache is not None and changed is not None else ""
+                kept_stamp = site_changes.cache_info(old_cache, "manifestStamp") if kept and old_cache is not None else ""
                 config = _Config(
                     db_path, str(scratch), str(staging), str(previous) if previous else None, old_cache is not None,
                     spare is not None, listings_same, api_listings_kept, bool(kept), base_url, environment, str(templates), dataset_version,
@@ -284,7 +285,7 @@ def _build(
                         store_state = dict.fromkeys(store_state, "")
                     cache_writer.finish(
                         out, families, tasks, manifest, segments, staging / "api" / ALL_JSONL,
-                        site_changes.Spare(kept, spare_paths, changed if kept and changed else set()),
+                        site_changes.Spare(kept, kept_stamp, spare_paths, changed if kept and changed else set()),
                         {**listing_info, **store_state, "spareListings": "same" if kept and listings_same else ""},
                         _listing_entries(scratch, tasks, untouched), set(untouched),
                     )  # fmt: skip
@@ -317,7 +318,7 @@ def _spare_plan(out: Path, cache: sqlite3.Connection | None) -> tuple[Path | Non
         wanted = site_changes.cache_info(cache, "spare")  # the manifest's SHA-256 of the spare it was made beside
         manifest = spare / MANIFEST
         if wanted and spare.is_dir() and not spare.is_symlink() and manifest.is_file() and not manifest.is_symlink():
-            use = spare if file_sha256(manifest) == wanted else None
+            use = spare if site_changes.manifest_is(manifest, wanted, site_changes.cache_info(cache, "spareStamp")) else None
     if use is None and keep is None and (spare.exists() or spare.is_symlink()):
         remove_path(spare)
     return use, keep
@@ -1030,7 +1031,7 @@ def _write_manifest(
     if work is not None:
         _key_by_path(work, "current")
     os.replace(staging / f"{MANIFEST}.new", staging / MANIFEST)
-    return site_changes.Manifest(digest.hexdigest(), written)
+    return site_changes.Manifest(digest.hexdigest(), site_changes.file_stamp(staging / MANIFEST), written)
 
 
 def _entries_from_manifest(scratch: Path, manifest: Path | None, tasks: dict[int, site_changes.TaskLines]) -> None:

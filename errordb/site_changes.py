@@ -202,6 +202,14 @@ def family_fingerprints(store: sqlite3.Connection, known: dict[str, Family] | No
 # Reading the previous build's cache ---------------------------------------------------------
 
 
+def manifest_is(manifest: Path, sha256: str, stamp: str) -> bool:
+    """Whether the file ``manifest`` is the one whose SHA-256 a cache keeps: its stamp
+    (:func:`file_stamp`, taken when the build wrote it) says so, or else its bytes do. The
+    stamp spares reading it (~200 MB at a million records, 0.12 s).
+    """
+    return bool(sha256) and ((bool(stamp) and file_stamp(manifest) == stamp) or file_sha256(manifest) == sha256)
+
+
 def open_cache(out: Path, manifest: Path) -> sqlite3.Connection | None:
     """The previous build's cache, or None when there is none that belongs to its manifest."""
     path = cache_path(out)
@@ -212,7 +220,7 @@ def open_cache(out: Path, manifest: Path) -> sqlite3.Connection | None:
         # rolls back here (a read-only connection could not).
         conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True)
         info = dict(conn.execute("SELECT key, value FROM info"))
-        if info.get("format") == CACHE_FORMAT and info.get("manifest") == file_sha256(manifest):
+        if info.get("format") == CACHE_FORMAT and manifest_is(manifest, info.get("manifest", ""), info.get("manifestStamp", "")):
             return conn
         conn.close()
     except (sqlite3.Error, OSError):
@@ -522,8 +530,8 @@ class CacheWriter:
         conn.executemany("INSERT INTO listing_entries VALUES (?, ?, ?, ?)", listing_entries)
         conn.executemany("INSERT INTO spare_records VALUES (?)", ((record_id,) for record_id in sorted(spare.records)))
         rows = [
-            ("format", CACHE_FORMAT), ("manifest", manifest.sha256), ("out", str(out.resolve())), ("jsonl", _file_stamp(jsonl)),
-            ("spare", spare.manifest), *sorted(info.items()),
+            ("format", CACHE_FORMAT), ("manifest", manifest.sha256), ("manifestStamp", manifest.stamp), ("out", str(out.resolve())),
+            ("jsonl", file_stamp(jsonl)), ("spare", spare.manifest), ("spareStamp", spare.stamp), *sorted(info.items()),
         ]  # fmt: skip
         conn.executemany("INSERT INTO info VALUES (?, ?)", rows)
         if not self.update:
@@ -534,10 +542,12 @@ class CacheWriter:
 @dataclass(frozen=True)
 class Spare:
     """How a build differs from the one it replaced, kept beside it (``manifest``: the SHA-256
-    of that build's manifest, empty when it is not kept; ``paths``: (path, the task of this
-    build that wrote it or None) of each file that differs)."""
+    of that build's manifest, empty when it is not kept; ``stamp``: that file's
+    :func:`file_stamp`; ``paths``: (path, the task of this build that wrote it or None) of each
+    file that differs)."""
 
     manifest: str
+    stamp: str
     paths: list[tuple[str, int | None]]
     records: set[str]
 
@@ -553,16 +563,18 @@ class TaskLines(NamedTuple):
 
 @dataclass(frozen=True)
 class Manifest:
-    """What a build wrote of its manifest: its SHA-256 and each task's lines, in plan order."""
+    """What a build wrote of its manifest: its SHA-256, its :func:`file_stamp` and each task's
+    lines, in plan order."""
 
     sha256: str
+    stamp: str
     tasks: list[TaskLines]
 
 
 def cache_info(cache: sqlite3.Connection, key: str) -> str:
     """One value of the cache's ``info`` table ("" when it has none): ``manifest`` (the SHA-256
-    of its build's manifest), ``spare`` (that of the spare's, "" when none was kept), ``jsonl``,
-    and what :func:`listing_inputs` gave."""
+    of its build's manifest; ``manifestStamp``, its :func:`file_stamp`), ``spare`` (that of the
+    spare's, "" when none was kept; ``spareStamp``), ``jsonl``, and what :func:`listing_inputs` gave."""
     row = cache.execute("SELECT value FROM info WHERE key = ?", [key]).fetchone()
     return row[0] if row else ""
 
@@ -593,7 +605,7 @@ def task_lines(cache: sqlite3.Connection) -> list[TaskLines]:
     return [TaskLines(*row) for row in cache.execute('SELECT start, "end", html FROM tasks ORDER BY task')]
 
 
-def _file_stamp(path: Path) -> str:
+def file_stamp(path: Path) -> str:
     """Size, modification time and inode: enough to tell that a file of ours was replaced or edited."""
     try:
         status = path.stat()
@@ -606,7 +618,7 @@ def cached_segments(cache: sqlite3.Connection, jsonl: Path) -> list[Segment] | N
     """The segments of ``jsonl`` (the previous build's ``all.jsonl.gz``) the cache holds, or None
     when that file is not the one they describe any more."""
     stamp = cache_info(cache, "jsonl")
-    if not stamp or stamp != _file_stamp(jsonl):
+    if not stamp or stamp != file_stamp(jsonl):
         return None
     return [Segment(*row) for row in cache.execute('SELECT first, last, count, "offset", length, crc, size FROM segments ORDER BY "offset"')]
 

@@ -250,6 +250,36 @@ def test_a_cache_of_another_build_is_not_used(base, tmp_path):
     assert build_site(db, out, incremental=True, jobs=1).changed is None
 
 
+def test_the_manifests_are_known_by_their_stamps_and_else_by_their_bytes(base, tmp_path, monkeypatch):
+    import os
+
+    envelopes, db, out = _copy(base, tmp_path)
+    hashed = []
+    real = site_changes.file_sha256
+    monkeypatch.setattr(site_changes, "file_sha256", lambda path: hashed.append(Path(path).name) or real(path))
+    # The copy's manifest is another file (another inode) than the one the cache's stamp names:
+    # its bytes say it is the same, and the cache is used.
+    assert build_site(db, out, incremental=True, jobs=1).changed == 0
+    assert hashed == [".build-manifest.json"]
+    # From then on the cache names the live manifest by stamp, and its spare too once that is a
+    # manifest a build of this cache's wrote (not the copy's, kept by the build above): neither is read.
+    for step in range(3):
+        hashed.clear()
+        _record(envelopes, 5)["documentation"] += f" Edited {step}."
+        ingest([_write(envelopes, tmp_path / f"records-{step}")], db)
+        assert build_site(db, out, incremental=True, jobs=1).changed == 1
+        assert hashed == ([".build-manifest.json"] if step == 0 else []), step
+    # Touched, the same bytes: read, and still used (its spare too, read by its stamp).
+    manifest = out / ".build-manifest.json"
+    os.utime(manifest, ns=(manifest.stat().st_atime_ns, manifest.stat().st_mtime_ns + 1_000_000_000))
+    hashed.clear()
+    _record(envelopes, 5)["documentation"] += " Edited again."
+    ingest([_write(envelopes, tmp_path / "records-last")], db)
+    report = build_site(db, out, incremental=True, jobs=1)
+    assert (report.changed, report.rendered) == (1, 1) and hashed == [".build-manifest.json"]
+    assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / "full"))
+
+
 def test_the_change_log_names_what_comparing_every_record_finds(base, tmp_path):
     envelopes, db, out = _copy(base, tmp_path)
     families = FAMILIES.read_text(encoding="utf-8")
