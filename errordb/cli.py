@@ -159,8 +159,8 @@ def explain(text: str | None, log_file: Path | None, output_format: str, color: 
     else:
         from errordb.render import render_terminal, use_color
 
-        stream = click.get_text_stream("stdout")
-        click.echo(render_terminal(result, db, color=use_color(stream, color)), color=use_color(stream, color))
+        on = use_color(sys.stdout, color)
+        click.echo(render_terminal(result, db, color=on), color=on)
     sys.exit(result.exit_code)
 
 
@@ -301,8 +301,7 @@ def repro(key: str | None, run_all: bool, output_format: str, color: bool | None
         documents = [r.to_dict() for r in reports]
         click.echo(json.dumps(documents if run_all else documents[0], indent=2, ensure_ascii=False))
     else:
-        stream = click.get_text_stream("stdout")
-        on = use_color(stream, color)
+        on = use_color(sys.stdout, color)
         click.echo("\n\n".join(reproductions.render_text(r, color=on) for r in reports), color=on)
     sys.exit(0 if all(r.ok for r in reports) else 1)
 
@@ -347,7 +346,7 @@ def _filters(repos: tuple[str, ...], tags: tuple[str, ...], families: tuple[str,
 def _stdout_color(color: bool | None) -> bool:
     from errordb.render import use_color
 
-    return use_color(click.get_text_stream("stdout"), color)
+    return use_color(sys.stdout, color)
 
 
 color_option = click.option("--color/--no-color", default=None, help="Force colour on or off (default: on a terminal, unless NO_COLOR is set).")
@@ -453,7 +452,7 @@ def list_command(repos, tags, families, classes, limit: int | None, output_forma
     db = open_connection(db_path)
     try:
         rows = browse.list_records(db, _filters(repos, tags, families, classes), limit=limit)
-        out = click.get_text_stream("stdout")
+        out = sys.stdout
         if output_format == "json":
             browse.write_json(rows, out)
         elif output_format == "csv":
