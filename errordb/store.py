@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import glob
 import hashlib
 import operator
 import os
@@ -127,19 +128,82 @@ def connect(path: str | os.PathLike[str]) -> sqlite_utils.Database:
     read-only, locked too long) become one-line :class:`StoreError` naming the file.
     """
     new = not os.path.exists(path) or os.path.getsize(path) == 0
+    return _open(path, ["PRAGMA journal_mode = WAL"] if new else [])
+
+
+def _open(path: str | os.PathLike[str], pragmas: list[str], name: str | os.PathLike[str] | None = None) -> sqlite_utils.Database:
+    """A writing connection to ``path`` with ``pragmas``; its errors name the store ``name`` if given."""
+    name = name or path
     try:
         conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT)
     except sqlite3.OperationalError as exc:
-        raise _write_error(path, exc) from None
+        raise _write_error(name, exc) from None
     db = _store_class()(conn)
+    if name != path:
+        db.name_for_errors = str(name)
     try:
-        db.execute("PRAGMA foreign_keys = ON")
-        if new:
-            db.execute("PRAGMA journal_mode = WAL")
+        for pragma in ["PRAGMA foreign_keys = ON", *pragmas]:
+            db.execute(pragma)
     except sqlite3.OperationalError as exc:
         conn.close()
-        raise _write_error(path, exc) from None
+        raise _write_error(name, exc) from None
     return db
+
+
+@contextlib.contextmanager
+def _opened_for_ingest(db_path: Path) -> Iterator[sqlite_utils.Database]:
+    """The store at ``db_path`` opened for one ingest, closed after it.
+
+    A store that does not exist yet is built beside it, as ``.<name>.<pid>.partial``, with its
+    rollback journal in memory and no syncing, then linked into place once complete (and
+    switched to WAL, as :func:`connect` makes new files). Built in WAL, every page of a first
+    ingest was written twice, to the log and then to the file (~5 GB each at a million
+    records); and now no reader ever sees a half-built store. A failure removes the partial
+    file; a killed ingest's is removed by the next ingest beside it.
+    """
+    if os.path.lexists(db_path):
+        db = connect(db_path)
+        try:
+            yield db
+        finally:
+            db.close()
+        return
+    _remove_dead_partials(db_path.parent, f".{glob.escape(db_path.name)}.*.partial")
+    partial = db_path.with_name(f".{db_path.name}.{os.getpid()}.partial")
+    for leftover in _with_companions(partial):
+        leftover.unlink(missing_ok=True)
+    # Nothing to protect yet: a failure discards the file (the journal in memory still lets a
+    # statement or savepoint roll back).
+    db = _open(partial, ["PRAGMA journal_mode = MEMORY", "PRAGMA synchronous = OFF"], name=db_path)
+    try:
+        yield db
+        db.execute("PRAGMA journal_mode = WAL")
+        db.close()
+        _publish(partial, db_path)
+    finally:
+        db.close()
+        for leftover in _with_companions(partial):
+            leftover.unlink(missing_ok=True)
+
+
+def _publish(partial: Path, target: Path) -> None:
+    """Put a complete new store in place, never over one another process made meanwhile."""
+    try:
+        with open(partial, "rb") as handle:  # written without syncing: on the disk before it is named
+            os.fsync(handle.fileno())
+        try:
+            os.link(partial, target)
+        except FileExistsError:
+            raise StoreError(
+                f"{target}: another process created this database while this ingest ran; nothing was "
+                "written: ingest again to add these records to it"
+            ) from None
+        except OSError:  # a file system without hard links
+            if os.path.lexists(target):
+                raise
+            os.replace(partial, target)
+    except OSError as exc:
+        raise StoreError(f"{target}: cannot put the new database in place ({exc.strerror or exc})") from None
 
 
 @functools.cache
@@ -148,6 +212,9 @@ def _store_class() -> type[sqlite_utils.Database]:
 
     class Store(sqlite_utils.Database):
         """A sqlite_utils Database whose outermost transaction is ``BEGIN IMMEDIATE``."""
+
+        #: The store's path as errors name it (a new store is built under another name).
+        name_for_errors: str | None = None
 
         @contextlib.contextmanager
         def atomic(self) -> Iterator[Store]:
@@ -282,6 +349,8 @@ def _create_change_tables(db: sqlite_utils.Database) -> None:
 
 
 def _db_name(db: sqlite_utils.Database) -> str:
+    if name := getattr(db, "name_for_errors", None):
+        return name
     row = db.execute("PRAGMA database_list").fetchone()
     return row[2] or ":memory:"
 
@@ -345,58 +414,59 @@ def ingest(
     paths = [Path(p) for p in paths] if paths is not None else [bundled_records_dir()]
     families_file = Path(families_path) if families_path else families_for(paths)
     families = load_families(families_file) if families_file else {}
-    db_path = Path(db_path)
-    existed = db_path.exists()
     report = IngestReport()
     # The records are validated in worker processes, started (forked) before the database is
     # opened; the main process only writes.
-    with PreparedRecords(paths) as records:
-        db = connect(db_path)
-        try:
-            with db.atomic():
-                _tune_for_bulk_writes(db)
-                upgraded = ensure_schema(db, upgrade=True)
-                _write_families(db, families)
-                db.execute("CREATE TEMP TABLE seen (id TEXT PRIMARY KEY, source TEXT NOT NULL)")
-                _create_staging(db)
-                read = 0
-                ensured: set[tuple[str, str]] = set()
-                changed = _ChangedIds()
-                for batch in _batches(iter(records), BATCH_SIZE):
-                    _write_batch(db, batch, report, ensured, changed)
-                    read += len(batch)
-                    if progress:
-                        progress(read)
-                _store_staged(db, storing)
-                if prune:
-                    report.removed = _prune(db, changed)
-                _merge_full_text(db, report.added + report.updated + report.removed)
-                if report.added or report.updated or report.removed or upgraded:
-                    _rekey(db)
-                    _drop_orphans(db)
-                    _log_changes(db, None if upgraded else changed.ids)
-                db.execute("DROP TABLE temp.seen")
-        except BaseException:
-            db.close()
-            if not existed:
-                db_path.unlink(missing_ok=True)
-            raise
-        db.close()
+    with PreparedRecords(paths) as records, _opened_for_ingest(Path(db_path)) as db:
+        with db.atomic():
+            _tune_for_bulk_writes(db)
+            upgraded = ensure_schema(db, upgrade=True)
+            _write_families(db, families)
+            db.execute("CREATE TEMP TABLE seen (id TEXT PRIMARY KEY, source TEXT NOT NULL)")
+            _create_staging(db)
+            read = 0
+            ensured: set[tuple[str, str]] = set()
+            changed = _ChangedIds()
+            for batch in _batches(iter(records), BATCH_SIZE):
+                _write_batch(db, batch, report, ensured, changed)
+                read += len(batch)
+                if progress:
+                    progress(read)
+            _store_staged(db, storing)
+            if prune:
+                report.removed = _prune(db, changed)
+            _merge_full_text(db, report.added + report.updated + report.removed)
+            if report.added or report.updated or report.removed or upgraded:
+                _rekey(db)
+                _drop_orphans(db)
+                _log_changes(db, None if upgraded else changed.ids)
+            db.execute("DROP TABLE temp.seen")
     report.seconds = time.perf_counter() - started
     return report
 
 
-#: Page cache of the ingest's connection (KiB, SQLite's negative form): the indexes on random
-#: keys (slug, matchKey, filePath…) are written all over the file, and SQLite's default 2 MB
+#: Page cache of the ingest's connection, for the store and again for its temporary tables
+#: (KiB, SQLite's negative form): the indexes on random keys (slug, matchKey, filePath…) are
+#: written all over the file, and SQLite's default 2 MB
 #: makes a large ingest re-read the same pages. Memory stays bounded by it. 256 MB stored a
 #: million records' rows 30% faster, but the whole ingest only ~4% (one run each, within the
 #: noise) for ~190 MB more: not worth it (bench/RESULTS.md).
 INGEST_CACHE_KIB = 65536
 
 
+#: Page size of the ingest's temporary tables (SQLite's default is 4 KiB). Staging writes and
+#: reads back every new record (~5 KB each): in 64 KiB pages that is a sixteenth of the
+#: system calls, and the ingest 7-9% faster at 100k (alternating runs, bench/RESULTS.md).
+#: Nothing stored is affected: the temporary tables live in a file of their own.
+STAGING_PAGE_SIZE = 65536
+
+
 def _tune_for_bulk_writes(db: sqlite_utils.Database) -> None:
     # Connection settings only: nothing here is stored in the file or weakens the transaction.
     db.execute(f"PRAGMA cache_size = -{INGEST_CACHE_KIB}")
+    # Before the first temporary table, which creates the temporary database with this page size.
+    db.execute(f"PRAGMA temp.page_size = {STAGING_PAGE_SIZE}")
+    db.execute(f"PRAGMA temp.cache_size = -{INGEST_CACHE_KIB}")
 
 
 def _batches(items: Iterator[Prepared], size: int) -> Iterator[list[Prepared]]:
@@ -563,6 +633,9 @@ def _store_staged(db: sqlite_utils.Database, progress: Callable[[int, int], None
         db.execute(f"CREATE INDEX temp.new_{table}_key ON new_{table} (record_id, position)")
     total = db.execute("SELECT count(*) FROM temp.new_records").fetchone()[0]
     columns = ", ".join(RECORD_COLUMNS)
+    # Into an empty store, each index is built once the rows are in, by one sorted pass, instead
+    # of being updated a row at a time (~1 s of a 15-16 s first ingest at 100k; bench/RESULTS.md).
+    deferred = _drop_indexes(db) if db.execute("SELECT 1 FROM main.records LIMIT 1").fetchone() is None else []
     stored = 0
     for low, high in _id_ranges(db, STORE_CHUNK):
         where, params = range_condition("rid", low, high, record_rowid)
@@ -583,6 +656,22 @@ def _store_staged(db: sqlite_utils.Database, progress: Callable[[int, int], None
             progress(stored, total)
     for table in ("records", *_STAGED_CHILDREN):
         db.execute(f"DROP TABLE temp.new_{table}")
+    for sql in deferred:
+        db.execute(sql)
+
+
+def _drop_indexes(db: sqlite_utils.Database) -> list[str]:
+    """Drop the records' and their child rows' own indexes (not those of primary keys); returns
+    the statements that create them again, as the schema holds them."""
+    tables = ("records", *_STAGED_CHILDREN)
+    indexes = db.execute(
+        f"SELECT name, sql FROM main.sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
+        f"AND tbl_name IN ({','.join('?' * len(tables))}) ORDER BY name",
+        tables,
+    ).fetchall()
+    for name, _ in indexes:
+        db.execute(f"DROP INDEX main.[{name}]")
+    return [sql for _, sql in indexes]
 
 
 #: An ingest that writes at least this share of the store's records merges its full-text indexes.
@@ -983,7 +1072,8 @@ def default_db_path() -> Path:
     if target.exists() and _is_healthy(target):
         return target
     folder.mkdir(parents=True, exist_ok=True)
-    _remove_dead_partials(folder)
+    # Ours, and the one ingest builds beside ours (``..default-….partial.<pid>.partial``).
+    _remove_dead_partials(folder, ".*default-*.partial")
     partial = folder / f".{target.name}.{os.getpid()}.partial"
     partial.unlink(missing_ok=True)
     try:
@@ -1010,9 +1100,9 @@ def _with_companions(path: Path) -> list[Path]:
     return [path, *(path.with_name(path.name + suffix) for suffix in ("-journal", "-wal", "-shm"))]
 
 
-def _remove_dead_partials(folder: Path) -> None:
-    """Remove embedded defaults left half-built by a process that was killed (kill -9, power)."""
-    for partial in folder.glob(".default-*.partial"):
+def _remove_dead_partials(folder: Path, pattern: str) -> None:
+    """Remove stores (embedded defaults, new stores) left half-built by a killed process (kill -9, power)."""
+    for partial in folder.glob(pattern):
         try:
             pid = int(partial.name.rsplit(".", 2)[-2])
             os.kill(pid, 0)  # raises if no such process: the build is dead

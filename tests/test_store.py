@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -257,6 +258,85 @@ def test_failed_ingest_into_a_new_file_leaves_no_file(tmp_path, records):
     with pytest.raises(RecordError):
         ingest([records], target)
     assert not target.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["records"]  # no partial store left either
+
+
+def _schema(path: Path) -> list[tuple[str, str]]:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT name, sql FROM sqlite_master ORDER BY name").fetchall()
+    finally:
+        conn.close()
+
+
+def test_a_new_store_is_built_beside_its_name_and_appears_complete(tmp_path, records, monkeypatch):
+    import errordb.store as store
+
+    target = tmp_path / "new.db"
+    seen = {}
+    real_store_staged = store._store_staged
+
+    def watching(db, progress=None):
+        partials = list(tmp_path.glob(".new.db.*.partial"))
+        seen.update(target_exists=target.exists(), partials=[p.name for p in partials])
+        seen["journal"] = db.execute("PRAGMA journal_mode").fetchone()[0]
+        seen["staging pages"] = db.execute("PRAGMA temp.page_size").fetchone()[0]
+        return real_store_staged(db, progress)
+
+    monkeypatch.setattr(store, "_store_staged", watching)
+    report = ingest([records], target)
+    assert seen == {"target_exists": False, "partials": [f".new.db.{os.getpid()}.partial"], "journal": "memory", "staging pages": 65536}
+    assert report.added == len(ALL_IDS)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.db", "records"]
+    conn = sqlite3.connect(target)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # as connect() makes new files
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+    assert {env.record.id for env in iter_envelopes(connect(target))} == set(ALL_IDS)
+
+
+def test_an_ingest_into_an_empty_store_builds_the_same_indexes(tmp_path, records):
+    # Into an empty store the indexes are dropped and built again after the rows: none may be lost.
+    empty_folder = tmp_path / "none"
+    empty_folder.mkdir()
+    existing = tmp_path / "existing.db"
+    ingest([empty_folder], existing)
+    schema_before = _schema(existing)
+    ingest([records], existing)
+    fresh = tmp_path / "fresh.db"
+    ingest([records], fresh)
+    assert _schema(existing) == _schema(fresh) == schema_before
+    assert sum(sql.startswith("CREATE INDEX") or sql.startswith("CREATE UNIQUE INDEX") for _, sql in schema_before if sql) >= 9
+    conn = sqlite3.connect(existing)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"  # every index holds every row
+    plan = conn.execute("EXPLAIN QUERY PLAN SELECT id FROM records WHERE slug = 'x'").fetchall()
+    assert "idx_records_slug" in str(plan)
+
+
+def test_a_killed_ingests_partial_store_is_removed_by_the_next_one(tmp_path, records):
+    dead = tmp_path / ".new.db.999999999.partial"  # no such process
+    alive = tmp_path / f".new.db.{os.getppid()}.partial"  # another ingest, still running
+    for path in (dead, Path(f"{dead}-journal"), alive):
+        path.write_bytes(b"half a database")
+    ingest([records], tmp_path / "new.db")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["new.db", "records", alive.name])
+
+
+def test_a_store_another_process_made_meanwhile_is_not_replaced(tmp_path, records, monkeypatch):
+    import errordb.store as store
+
+    target = tmp_path / "new.db"
+    real_store_staged = store._store_staged
+
+    def racing(db, progress=None):
+        target.write_bytes(b"made by another ingest")
+        return real_store_staged(db, progress)
+
+    monkeypatch.setattr(store, "_store_staged", racing)
+    with pytest.raises(StoreError, match=r"new\.db: another process created this database while this ingest ran"):
+        ingest([records], target)
+    assert target.read_bytes() == b"made by another ingest"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.db", "records"]
 
 
 def test_a_database_of_another_kind_is_refused(tmp_path, records):

@@ -573,11 +573,12 @@ def test_a_damaged_embedded_default_is_rebuilt(tmp_path, monkeypatch, figures):
         rebuilt += 1
     # A default left half-built by a killed process is cleaned up by the next build.
     dead = tmp_path / "cache" / f".{path.name}.999999999.partial"
-    dead.write_bytes(b"half")
-    Path(str(dead) + "-journal").write_bytes(b"half")
+    dead_inside = dead.with_name(f".{dead.name}.999999999.partial")  # the new store ingest builds beside it
+    for half_built in (dead, Path(str(dead) + "-journal"), dead_inside):
+        half_built.write_bytes(b"half")
     _damage(path, "bad header", rng)
     store.default_db_path()
-    assert not dead.exists() and not Path(str(dead) + "-journal").exists()
+    assert not dead.exists() and not Path(str(dead) + "-journal").exists() and not dead_inside.exists()
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [path.name]
     with open(path, "rb") as handle:
         assert handle.read(20)[18:20] == b"\x01\x01"  # rollback journal: it is replaced by rename, never written
