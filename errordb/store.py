@@ -202,8 +202,23 @@ def _publish(partial: Path, target: Path) -> None:
             if os.path.lexists(target):
                 raise
             os.replace(partial, target)
+        _sync_folder(target.parent)
     except OSError as exc:
         raise StoreError(f"{target}: cannot put the new database in place ({exc.strerror or exc})") from None
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make a new name in ``folder`` durable (where folders can be opened and synced)."""
+    try:
+        handle = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(handle)
+    except OSError:
+        pass  # some file systems refuse fsync on a folder; the name is then as durable as they make it
+    finally:
+        os.close(handle)
 
 
 @functools.cache
