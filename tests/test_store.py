@@ -297,11 +297,16 @@ def test_a_new_store_is_built_beside_its_name_and_appears_complete(tmp_path, rec
 
 def test_an_ingest_into_an_empty_store_builds_the_same_indexes(tmp_path, records):
     # Into an empty store the indexes are dropped and built again after the rows: none may be lost.
+    from errordb.store import ensure_schema
+
+    plain = connect(tmp_path / "plain.db")  # the layout as ensure_schema makes it, no ingest
+    ensure_schema(plain)
+    plain.close()
+    schema_before = _schema(tmp_path / "plain.db")
     empty_folder = tmp_path / "none"
     empty_folder.mkdir()
     existing = tmp_path / "existing.db"
     ingest([empty_folder], existing)
-    schema_before = _schema(existing)
     ingest([records], existing)
     fresh = tmp_path / "fresh.db"
     ingest([records], fresh)
