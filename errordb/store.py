@@ -1117,15 +1117,13 @@ def _with_companions(path: Path) -> list[Path]:
 
 def _remove_dead_partials(folder: Path, pattern: str) -> None:
     """Remove stores (embedded defaults, new stores) left half-built by a killed process (kill -9, power)."""
+    from errordb.atomic import process_alive  # imports ctypes: not on explain's way in
+
     for partial in folder.glob(pattern):
-        try:
-            pid = int(partial.name.rsplit(".", 2)[-2])
-            os.kill(pid, 0)  # raises if no such process: the build is dead
-        except ProcessLookupError:
+        pid = partial.name.rsplit(".", 2)[-2]
+        if pid.isascii() and pid.isdigit() and not process_alive(int(pid)):
             for leftover in _with_companions(partial):
                 leftover.unlink(missing_ok=True)
-        except (ValueError, OSError):
-            continue  # not ours, or a live process of another user
 
 
 def _is_healthy(path: Path) -> bool:
