@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
@@ -28,7 +29,8 @@ from typing import IO, Any
 
 from errordb import __version__
 from errordb import export_layout as layout
-from errordb.atomic import file_sha256, remove_path, replaced_dir
+from errordb.atomic import remove_path, replaced_dir
+from errordb.digest import Checkpoint
 from errordb.export_bulk import EarlierDownloadError, JsonLinesGzip, RecordDirectory, Segment, StreamingZip, zip_entries
 from errordb.export_layout import Urls
 from errordb.export_listings import Paging, write_listings
@@ -36,10 +38,10 @@ from errordb.export_openapi import openapi_document
 from errordb.export_output import ExportError, OutputTree
 from errordb.export_shapes import API_VERSION
 from errordb.export_sqlite import SqliteRelease, export_sqlite
-from errordb.export_update import update_records
+from errordb.export_update import kept_segments, update_records
 
 __all__ = [
-    "DEFAULT_PAGE_BYTES", "DEFAULT_PAGE_SIZE", "ExportError", "ExportReport", "SqliteRelease",
+    "DEFAULT_PAGE_BYTES", "DEFAULT_PAGE_SIZE", "Downloads", "ExportError", "ExportReport", "SqliteRelease",
     "PreviousApi", "clear_for_update", "export_api", "export_sqlite", "link_listings", "write_api", "write_api_listings",
 ]  # fmt: skip
 
@@ -72,11 +74,24 @@ class PreviousApi:
     downloads are copied as they are (``all.jsonl.gz`` also needs the ``segments`` that writing
     it returned). ``None``: not known, so each earlier file is read and linked only when its
     SHA-256 is the record's ``contentHash``, and the bulk downloads are compressed again.
+    ``checkpoints``: per bulk download, the SHA-256 states saved while hashing it
+    (:class:`Downloads`); hashing the new one starts from the last one before its first change.
     """
 
     folder: Path
     changed: Collection[str] | None = None
     segments: list[Segment] | None = None
+    checkpoints: dict[str, list[Checkpoint]] | None = None
+
+
+@dataclass(frozen=True)
+class Downloads:
+    """What the next build needs to know of the bulk downloads an export wrote: the segments of
+    its ``all.jsonl.gz``, and per download the SHA-256 states saved while hashing it
+    (:func:`errordb.digest.checkpointed_sha256`)."""
+
+    segments: list[Segment]
+    checkpoints: dict[str, list[Checkpoint]]
 
 
 def write_api(
@@ -89,9 +104,10 @@ def write_api(
     previous: Path | PreviousApi | None = None,
     listings: bool = True,
     stale: Collection[str] | None = None,
-) -> list[Segment]:
-    """Write the whole API into ``out_dir``, an existing empty folder; returns the segments of
-    ``all.jsonl.gz`` (see :class:`errordb.export_bulk.JsonLinesGzip`), for the next build.
+    update_downloads: bool = False,
+) -> Downloads:
+    """Write the whole API into ``out_dir``, an existing empty folder; returns what the next
+    build needs to know of the bulk downloads (:class:`Downloads`).
 
     ``db`` is an open store (sqlite_utils Database or sqlite3 connection). ``base_url`` is where
     the site is served; the API is expected at ``<base_url>api/``, which is what its links
@@ -101,12 +117,17 @@ def write_api(
     what :func:`write_api_listings` writes, for a caller that writes those at the same time in
     another process. ``stale``: ``out_dir`` holds an API written earlier, whose record files
     are right but for those of the records in ``stale``, and :func:`clear_for_update` has
-    removed the rest; only what is missing is written. Nothing here is atomic: a failure leaves
-    ``out_dir`` half-written (use :func:`export_api` for that).
+    removed the rest; only what is missing is written. ``update_downloads`` (with ``stale`` and
+    a ``previous`` that knows what changed): ``out_dir`` still holds that earlier API's two bulk
+    downloads (:func:`clear_for_update` with ``keep_downloads``); they are brought up to date in
+    place from their first segment that holds a stale record on, where they can be, else
+    written again. Nothing here is atomic: a failure leaves ``out_dir`` half-written (use
+    :func:`export_api` for that).
     """
     if isinstance(previous, Path):
         previous = PreviousApi(previous)
-    return _write(db, OutputTree(Path(out_dir)), Urls.for_site(base_url), Paging(page_size, page_bytes), previous=previous, listings=listings, stale=stale)[1]
+    tree, urls, paging = OutputTree(Path(out_dir)), Urls.for_site(base_url), Paging(page_size, page_bytes)
+    return _write(db, tree, urls, paging, previous=previous, listings=listings, stale=stale, update_downloads=update_downloads)[1]
 
 
 #: The files of an API that are not listings (its record files aside).
@@ -136,12 +157,15 @@ def link_listings(previous: Path, out_dir: Path) -> bool:
     return True
 
 
-def clear_for_update(root: Path, stale: Collection[str], keep_listings: bool = False) -> None:
+def clear_for_update(root: Path, stale: Collection[str], keep_listings: bool = False, keep_downloads: bool = False) -> None:
     """Remove from the earlier API in ``root`` every file but the record files of the records
     not in ``stale`` (and, with ``keep_listings``, the listings, which the caller knows are
     right): what is left is what an export would write again as it is, so :func:`write_api`
-    (given the same ``stale``, and ``listings=False`` with ``keep_listings``) writes only the rest."""
+    (given the same ``stale``, and ``listings=False`` with ``keep_listings``) writes only the rest.
+    ``keep_downloads``: the two bulk downloads stay too, for :func:`write_api`'s ``update_downloads``."""
     for entry in sorted(root.iterdir()):
+        if keep_downloads and entry.name in (layout.ALL_JSONL, layout.ALL_ZIP) and not entry.is_symlink():
+            continue
         if entry.name != "errors" or entry.is_symlink() or not entry.is_dir():
             if not keep_listings or entry.name in _NOT_LISTINGS or entry.is_symlink():
                 remove_path(entry)
@@ -193,20 +217,22 @@ def export_api(
 
 def _write(
     db: Any, tree: OutputTree, urls: Urls, paging: Paging, progress: Callable[[int], None] | None = None,
-    previous: PreviousApi | None = None, listings: bool = True, stale: Collection[str] | None = None,
-) -> tuple[int, list[Segment]]:
-    """Every file of the API; returns the number of records and the segments of ``all.jsonl.gz``."""
+    previous: PreviousApi | None = None, listings: bool = True, stale: Collection[str] | None = None, update_downloads: bool = False,
+) -> tuple[int, Downloads]:
+    """Every file of the API; returns the number of records and what :class:`Downloads` says."""
     from errordb.store import meta
 
     with _read_snapshot(db):
-        count, segments = _write_records(db, tree, progress, previous, stale)
+        count, segments, unchanged = _write_records(db, tree, progress, previous, stale, update_downloads)
         if listings:
             write_listings(db, tree, urls, paging)
         stats = meta(db)
     explain = _write_schemas(tree)
     tree.write_json(layout.OPENAPI, openapi_document(urls, explain_version=explain), pretty=True)
-    tree.write_json(layout.VERSION, _version_info(tree, urls, stats, count, explain), pretty=True)
-    return count, segments
+    earlier = previous.checkpoints if previous is not None and previous.checkpoints else {}
+    downloads, checkpoints = _downloads(tree, urls, {name: (earlier.get(name, []), unchanged[name]) for name in unchanged})
+    tree.write_json(layout.VERSION, _version_info(urls, stats, count, explain, downloads), pretty=True)
+    return count, Downloads(segments, checkpoints)
 
 
 @contextlib.contextmanager
@@ -225,20 +251,33 @@ def _read_snapshot(db: Any) -> Iterator[None]:
 
 def _write_records(
     db: Any, tree: OutputTree, progress: Callable[[int], None] | None = None, previous: PreviousApi | None = None,
-    stale: Collection[str] | None = None,
-) -> tuple[int, list[Segment]]:
+    stale: Collection[str] | None = None, update_downloads: bool = False,
+) -> tuple[int, list[Segment], dict[str, int]]:
     """``errors/<id>.json`` and ``errors/<id>`` for each record, and the two bulk files, in one
-    pass (with ``stale``, see :func:`write_api`, the record files of the others are there)."""
+    pass (with ``stale``, see :func:`write_api`, the record files of the others are there).
+    Returns the number of records, the segments of ``all.jsonl.gz``, and per bulk download how
+    many of its first bytes are the previous API's (see :func:`_downloads`)."""
     with contextlib.ExitStack() as stack:
-        jsonl_file, zip_file = stack.enter_context(tree.open(layout.ALL_JSONL)), stack.enter_context(tree.open(layout.ALL_ZIP))
         old_jsonl, old_zip = _previous_bulk(stack, previous)
-        jsonl, archive = JsonLinesGzip(jsonl_file, old_jsonl), StreamingZip(zip_file)
         # From a spare, with both earlier downloads: in runs (errordb.export_update), not per record.
         directory = RecordDirectory.read(old_zip) if stale is not None and old_jsonl is not None and old_zip is not None else None
+        updating = directory is not None and previous is not None and previous.changed is not None and old_jsonl is not None
+        spare = _spare_downloads(stack, tree, old_jsonl, directory, stale) if update_downloads and updating else None  # type: ignore[arg-type]
+        if spare is not None:
+            jsonl_file, zip_file, done = spare
+            entries = sum(segment.count for segment in old_jsonl[1][:done])  # type: ignore[index]
+        else:
+            if update_downloads:  # the spare's, kept for an update that cannot be made: written anew
+                for name in (layout.ALL_JSONL, layout.ALL_ZIP):
+                    tree.path(name).unlink(missing_ok=True)
+            jsonl_file, zip_file = stack.enter_context(tree.open(layout.ALL_JSONL)), stack.enter_context(tree.open(layout.ALL_ZIP))
+            done = entries = 0
+        jsonl = JsonLinesGzip(jsonl_file, old_jsonl, written=done)
+        archive = StreamingZip(zip_file, (directory, entries) if done else None)  # type: ignore[arg-type]
         count = None
-        if directory is not None and previous is not None and previous.changed is not None and old_jsonl is not None:
+        if updating:
             try:
-                count = update_records(getattr(db, "conn", db), tree, previous.folder, previous.changed, stale, jsonl, old_jsonl[1], archive, directory, progress)  # type: ignore[arg-type]
+                count = update_records(getattr(db, "conn", db), tree, previous.folder, previous.changed, stale, jsonl, old_jsonl[1], archive, directory, progress, done)  # type: ignore
             except EarlierDownloadError:  # not what they say: both downloads again, record by record
                 archive.discard()
                 for handle in (jsonl_file, zip_file):
@@ -249,9 +288,58 @@ def _write_records(
             count = _write_each_record(db, tree, progress, previous, stale, jsonl, archive, old_zip)
         jsonl.close()
         archive.close()
+        for handle in (jsonl_file, zip_file):
+            handle.truncate()  # an earlier copy updated in place may have been longer
     if progress:
         progress(count)
-    return count, jsonl.segments
+    return count, jsonl.segments, {layout.ALL_JSONL: jsonl.unchanged, layout.ALL_ZIP: archive.unchanged}
+
+
+#: Bytes before the first one to be written over that an earlier copy must share with the
+#: previous API's download, as a last check that it is the copy it is said to be.
+_SHARED_TAIL = 4096
+
+
+def _spare_downloads(
+    stack: contextlib.ExitStack, tree: OutputTree, old_jsonl: tuple[IO[bytes], list[Segment]], directory: RecordDirectory, stale: Collection[str],
+) -> tuple[IO[bytes], IO[bytes], int] | None:
+    """The two bulk downloads ``tree`` holds from an earlier export (a spare's), open to be
+    updated in place and positioned after what they share with the previous API's (whose
+    ``all.jsonl.gz`` and its segments are ``old_jsonl``, and whose ``all.zip`` has
+    ``directory``), with the number of segments shared; None when they cannot be used so.
+
+    They are the earlier export's when the caller says so; each must still be a plain file
+    with no other name (a file also in a live site is never written into), at least as long
+    as what it shares, and end what it shares with the previous download's bytes.
+    """
+    segments = old_jsonl[1]
+    done = kept_segments(segments, directory, stale)
+    if not done:
+        return None
+    ends = {
+        layout.ALL_JSONL: (old_jsonl[0], segments[done - 1].offset + segments[done - 1].length),
+        layout.ALL_ZIP: (directory.archive, directory.offset(sum(segment.count for segment in segments[:done]))),
+    }
+    handles = []
+    for name, (previous, shared) in ends.items():
+        try:
+            handle = stack.enter_context(open(tree.path(name), "r+b", opener=_no_symlink))
+        except OSError:
+            return None
+        status = os.fstat(handle.fileno())
+        if not stat.S_ISREG(status.st_mode) or status.st_nlink != 1 or status.st_size < shared:
+            return None
+        start = max(0, shared - _SHARED_TAIL)
+        handle.seek(start)
+        previous.seek(start)
+        if handle.read(shared - start) != previous.read(shared - start):
+            return None
+        handles.append(handle)
+    return handles[0], handles[1], done
+
+
+def _no_symlink(path: str, flags: int) -> int:
+    return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0))
 
 
 def _write_each_record(
@@ -376,9 +464,7 @@ def _explain_result_module() -> Any:
     return result if hasattr(result, "explain_json_schema") else None
 
 
-def _version_info(
-    tree: OutputTree, urls: Urls, stats: dict[str, str], count: int, explain: int | None
-) -> dict[str, Any]:
+def _version_info(urls: Urls, stats: dict[str, str], count: int, explain: int | None, downloads: dict[str, Any]) -> dict[str, Any]:
     from errordb.schema import SUPPORTED_SCHEMA_VERSIONS
 
     if stats.get("recordCount") not in (None, str(count)):
@@ -394,17 +480,28 @@ def _version_info(
         "contentHash": stats.get("contentHash"),
         "schemaVersion": SUPPORTED_SCHEMA_VERSIONS[-1],
         "errordbVersion": __version__,
-        "downloads": _downloads(tree, urls),
+        "downloads": downloads,
         "schemas": schemas,
     }
 
 
-def _downloads(tree: OutputTree, urls: Urls) -> dict[str, Any]:
-    """Each bulk download's URL, size and SHA-256, the two hashed side by side (hashlib lets go
-    of the GIL on large buffers: at a million records ~1.6 GB, 1.0 s one after the other)."""
+def _downloads(
+    tree: OutputTree, urls: Urls, earlier: dict[str, tuple[list[Checkpoint], int]]
+) -> tuple[dict[str, Any], dict[str, list[Checkpoint]]]:
+    """Each bulk download's URL, size and SHA-256, and the SHA-256 states saved on the way.
+
+    ``earlier``, per download: the checkpoints of the previous API's, and how many of its first
+    bytes this one shares; hashing starts from the last checkpoint among them (see
+    :mod:`errordb.digest`: at a million records, 1.6 GB hashed whole took 0.67 s a rebuild).
+    The two are hashed side by side (the hashing lets go of the GIL)."""
     from concurrent.futures import ThreadPoolExecutor
+
+    from errordb.digest import checkpointed_sha256
 
     names = (layout.ALL_JSONL, layout.ALL_ZIP)
     with ThreadPoolExecutor(max_workers=len(names)) as pool:
-        hashes = list(pool.map(file_sha256, [tree.path(name) for name in names]))
-    return {name: {"url": urls.api(name), "bytes": os.path.getsize(tree.path(name)), "sha256": digest} for name, digest in zip(names, hashes)}
+        hashes = list(pool.map(lambda name: checkpointed_sha256(tree.path(name), *earlier.get(name, ([], 0))), names))
+    downloads = {
+        name: {"url": urls.api(name), "bytes": os.path.getsize(tree.path(name)), "sha256": digest} for name, (digest, _) in zip(names, hashes)
+    }
+    return downloads, {name: checkpoints for name, (_, checkpoints) in zip(names, hashes)}

@@ -81,17 +81,25 @@ class JsonLinesGzip:
     compressor every ~256 records costs little: deflate only looks 32 KB back anyway.
     """
 
-    def __init__(self, file: IO[bytes], previous: tuple[IO[bytes], list[Segment]] | None = None):
+    def __init__(self, file: IO[bytes], previous: tuple[IO[bytes], list[Segment]] | None = None, written: int = 0):
+        """``written``: ``file`` holds the previous file's first ``written`` segments already, as
+        they are, and is positioned after them (a spare's earlier copy, updated in place)."""
         self._out = file
-        self._out.write(_GZIP_HEADER)
-        self._offset = len(_GZIP_HEADER)
-        self._crc = 0
-        self._size = 0
         self._pending: list[tuple[str, bytes | Callable[[], bytes], bool]] = []
         self._old_file, old = previous if previous is not None else (None, [])
         self._old = {(s.first, s.last): s for s in old}
         #: The segments written so far (a small list: one per ~256 records).
-        self.segments: list[Segment] = []
+        self.segments: list[Segment] = list(old[:written])
+        self._offset = self.segments[-1].offset + self.segments[-1].length if self.segments else len(_GZIP_HEADER)
+        self._crc, self._size = 0, 0
+        for segment in self.segments:
+            self._crc = crc32_combine(self._crc, segment.crc, segment.size)
+            self._size += segment.size
+        if not written:
+            self._out.write(_GZIP_HEADER)
+        #: How many bytes from the start are the previous file's, at the same offsets (the header
+        #: and the segments copied before the first one that changed or moved).
+        self.unchanged = self._offset if self._old_file is not None else 0
 
     def add(self, record_id: str, data: bytes | Callable[[], bytes], unchanged: bool = False) -> None:
         """Append one record's JSON (``data``, or a function that returns it when it is needed).
@@ -114,6 +122,8 @@ class JsonLinesGzip:
             self._old_file.seek(old.offset)
             packed = self._old_file.read(old.length)
             crc, size = old.crc, old.size
+            if len(packed) == old.length:
+                self._count_unchanged(old)
         if packed is None or len(packed) != old.length:  # type: ignore[union-attr]
             text = b"".join((data if isinstance(data, bytes) else data()) + b"\n" for _, data, _ in self._pending)
             compressor = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15)  # raw deflate, a fresh dictionary
@@ -137,10 +147,16 @@ class JsonLinesGzip:
         assert self._old_file is not None and not self._pending
         if copy_range(self._old_file, old.offset, old.length, self._out) != old.length:
             raise EarlierDownloadError("the previous all.jsonl.gz is shorter than its segments say")
+        self._count_unchanged(old)
         self.segments.append(Segment(old.first, old.last, old.count, self._offset, old.length, old.crc, old.size))
         self._offset += old.length
         self._crc = crc32_combine(self._crc, old.crc, old.size)
         self._size += old.size
+
+    def _count_unchanged(self, old: Segment) -> None:
+        """``old`` is being copied: it extends :attr:`unchanged` when nothing before it differed."""
+        if self.unchanged == self._offset == old.offset:
+            self.unchanged += old.length
 
     def close(self) -> None:
         self._flush()
@@ -241,12 +257,23 @@ def _zero_bytes_map(power: int) -> tuple[int, ...]:
 class StreamingZip:
     """A zip archive written entry by entry to ``file`` (which need not be seekable)."""
 
-    def __init__(self, file: IO[bytes]):
+    def __init__(self, file: IO[bytes], earlier: tuple[RecordDirectory, int] | None = None):
+        """``earlier``: (the directory of an earlier record archive, ``n``): ``file`` holds that
+        archive's first ``n`` entries already, as they are, and is positioned after them (a
+        spare's earlier copy, updated in place)."""
         self._out = file
         self._offset = 0
         self._count = 0
         self._directory = tempfile.TemporaryFile()
         self._directory_size = 0
+        if earlier is not None and earlier[1]:
+            directory, count = earlier
+            self._offset, self._count = directory.offset(count), count
+            self._directory_size = count * _RECORD_ENTRY
+            if copy_range(directory.archive, directory.start, self._directory_size, self._directory) != self._directory_size:
+                raise EarlierDownloadError("the earlier all.zip is shorter than its directory says")
+        #: How many bytes from the start are the earlier archive's, at the same offsets.
+        self.unchanged = self._offset
 
     def add(self, name: str, data: bytes) -> None:
         """Append the file ``name`` holding ``data``, deflate-compressed."""
@@ -268,6 +295,8 @@ class StreamingZip:
             return False
         if struct.unpack_from("<2H", whole, 26) != (len(entry.name), 0) or whole[30:start] != entry.name:
             return False
+        if self.unchanged == self._offset == entry.offset:
+            self.unchanged += len(whole)
         self._append(entry.name, entry.crc, entry.size, whole[start:])
         return True
 
@@ -297,6 +326,8 @@ class StreamingZip:
             return
         if copy_range(archive, begin, end - begin, self._out) != end - begin:
             raise EarlierDownloadError("the earlier all.zip is shorter than its directory says")
+        if self.unchanged == self._offset == begin:
+            self.unchanged += end - begin
         for piece in directory.shifted(first, stop, delta):
             self._directory.write(piece)
             self._directory_size += len(piece)

@@ -23,21 +23,24 @@ from errordb.export_output import OutputTree
 def update_records(
     conn: Any, tree: OutputTree, folder: os.PathLike[str], changed: Collection[str], stale: Collection[str],
     jsonl: JsonLinesGzip, segments: list[Segment], archive: StreamingZip, directory: RecordDirectory,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int], None] | None = None, done: int = 0,
 ) -> int:
     """Write what differs from the earlier API in ``folder`` (whose ``all.jsonl.gz`` has
     ``segments``, and whose ``all.zip`` has ``directory``); returns the number of records.
 
     ``changed``: the ids of the records added, changed or removed since it was written;
-    ``stale``: the records whose two files ``tree`` lacks (``changed`` among them). Raises
+    ``stale``: the records whose two files ``tree`` lacks (``changed`` among them); ``done``:
+    ``jsonl`` and ``archive`` hold the first ``done`` segments and their records' entries
+    already (see :func:`kept_segments`). Raises
     :class:`~errordb.export_bulk.EarlierDownloadError` when the earlier downloads do not hold
     what their directory and segments say, having written only to ``jsonl`` and ``archive``.
     """
     changed_ids = sorted(record_id for record_id in changed if isinstance(record_id, str))
     changed_set = set(changed_ids)
     walk = _Walk(conn, jsonl, archive, directory, changed_set)
-    low: str | None = None
-    for number, segment in enumerate(segments, 1):
+    walk.count = walk.entry = sum(segment.count for segment in segments[:done])
+    low: str | None = segments[done - 1].last if done else None
+    for number, segment in enumerate(segments[done:], done + 1):
         # The last segment may have ended with the file rather than by the rule: then records
         # added after it would have joined it.
         high = segment.last if number < len(segments) or ends_segment(segment.last, segment.count) else None
@@ -53,6 +56,26 @@ def update_records(
     # then writes again record by record.
     _write_stale_files(conn, tree, folder, changed_set, stale)
     return walk.count
+
+
+def kept_segments(segments: list[Segment], directory: RecordDirectory, stale: Collection[str]) -> int:
+    """How many of an earlier ``all.jsonl.gz``'s first ``segments`` hold no record in ``stale``
+    and end where they would end now: in a copy of that file (and of its ``all.zip``, whose
+    ``directory`` this is) that is right but for the records in ``stale``, those segments and
+    their records' entries are right as they are, and at the right offsets."""
+    first = min((record_id for record_id in stale if isinstance(record_id, str)), default=None)
+    done = 0
+    for number, segment in enumerate(segments, 1):
+        # A segment before the first stale record is the same now, unless the file ended it:
+        # then records added after it (the stale one among them) would have joined it.
+        ended = number < len(segments) or ends_segment(segment.last, segment.count)
+        if (first is not None and segment.last >= first) or not (ended or first is None):
+            break
+        done = number
+    entries = sum(segment.count for segment in segments[:done])
+    if entries > directory.count or (done and directory.name(entries - 1) != f"{segments[done - 1].last}.json".encode()):
+        return 0  # the archive does not hold these records where the segments say
+    return done
 
 
 def _changes_between(ids: list[str], low: str | None, high: str | None) -> bool:

@@ -54,12 +54,12 @@ from errordb import site_changes
 from errordb import site_pages as pages
 from errordb import site_paths as paths
 from errordb.atomic import remove_path, replaced_dir, scratch_dir
-from errordb.export_bulk import Segment
 from errordb.export_layout import ALL_JSONL
 from errordb.site_paths import SiteError
 
 if TYPE_CHECKING:
-    from errordb.export import PreviousApi
+    from errordb.digest import Checkpoint
+    from errordb.export import Downloads, PreviousApi
 
 #: Bumped when the output changes in a way the input hashes cannot see.
 BUILD_FORMAT = "1"
@@ -180,6 +180,7 @@ class _Config:
     in_place: bool  # staging is the spare, brought up to date (``stale_paths`` may differ from previous)
     listings_same: bool  # every listing is the previous build's (``listing_entries`` says which files)
     api_listings_kept: bool  # in_place, and the spare's API listings are the previous build's: they stay
+    spare_downloads: bool  # in_place, and the spare's bulk downloads are the ones its build wrote: updated in place
     keeping: bool  # the build this one replaces is kept as the next one's spare
     base_url: str
     environment: str
@@ -211,6 +212,7 @@ def _build(
                 (scratch / "windows").mkdir()
                 work = sqlite3.connect(scratch / "work.sqlite")
                 stale_records: set[str] | None = None
+                spare_downloads = False
                 try:
                     # Read first: whatever changes after it is a change since it for the next build.
                     store_state = site_changes.store_state(db.conn)
@@ -253,6 +255,7 @@ def _build(
                             spare = None
                         else:
                             stale_records = site_changes.load_stale(old_cache, work) | changed
+                            spare_downloads = site_changes.spare_downloads_kept(old_cache, staging / "api")
                             if listings_same:
                                 untouched = _untouched_tasks(old_cache, work, tasks)
                                 # The previous build reused the listings of the build it kept: the spare's.
@@ -266,17 +269,21 @@ def _build(
                     work.close()
                 kept = site_changes.cache_info(old_cache, "manifest") if keep is not None and old_cache is not None and changed is not None else ""
                 kept_stamp = site_changes.cache_info(old_cache, "manifestStamp") if kept and old_cache is not None else ""
+                # The kept build's bulk downloads, as it left them: the next build may update them in place.
+                kept_downloads = {key: site_changes.cache_info(old_cache, old) if kept and old_cache is not None else "" for key, old in (("spareJsonl", "jsonl"), ("spareZip", "zip"))}
                 config = _Config(
-                    db_path, str(scratch), str(staging), str(previous) if previous else None, old_cache is not None,
-                    spare is not None, listings_same, api_listings_kept, bool(kept), base_url, environment, str(templates), dataset_version,
+                    db_path, str(scratch), str(staging), str(previous) if previous else None, old_cache is not None, spare is not None,
+                    listings_same, api_listings_kept, spare_downloads, bool(kept), base_url, environment, str(templates), dataset_version,
                 )  # fmt: skip
                 old_api = _previous_api(out, old_cache, changed) if previous is not None else None
+                manifest_checkpoints = site_changes.cached_checkpoints(old_cache, site_changes.MANIFEST_CHECKPOINTS) if old_cache is not None else []
                 if old_cache is not None:
                     old_cache.close()  # the writer updates it in place
                 cache_file = site_changes.cache_path(out) if old_cache is not None else new_cache
                 with site_changes.CacheWriter(cache_file, removed, update=old_cache is not None) as cache_writer:
-                    segments, manifest = _render(
+                    downloads, manifest = _render(
                         db, config, staging, tasks, record_count, workers, report, progress, old_api, stale_records, cache_writer, untouched,
+                        manifest_checkpoints,
                     )  # fmt: skip
                     spare_paths = _settle(scratch, staging, config)
                     if site_changes.store_state(db.conn) != store_state:
@@ -284,9 +291,9 @@ def _build(
                         # no single state of it, so the next build compares every record.
                         store_state = dict.fromkeys(store_state, "")
                     cache_writer.finish(
-                        out, families, tasks, manifest, segments, staging / "api" / ALL_JSONL,
+                        out, families, tasks, manifest, downloads, staging / "api",
                         site_changes.Spare(kept, kept_stamp, spare_paths, changed if kept and changed else set()),
-                        {**listing_info, **store_state, "spareListings": "same" if kept and listings_same else ""},
+                        {**listing_info, **store_state, **kept_downloads, "spareListings": "same" if kept and listings_same else ""},
                         _listing_entries(scratch, tasks, untouched), set(untouched),
                     )  # fmt: skip
         finally:
@@ -445,7 +452,7 @@ def _previous_api(out: Path, old_cache: sqlite3.Connection | None, changed: set[
         return None
     if old_cache is None or changed is None:
         return PreviousApi(folder)
-    return PreviousApi(folder, changed, site_changes.cached_segments(old_cache, folder / ALL_JSONL))
+    return PreviousApi(folder, changed, site_changes.cached_segments(old_cache, folder / ALL_JSONL), site_changes.download_checkpoints(old_cache, folder))
 
 
 def _cache_task(scratch: Path, index: int, cache_writer: site_changes.CacheWriter) -> None:
@@ -460,13 +467,14 @@ def _cache_task(scratch: Path, index: int, cache_writer: site_changes.CacheWrite
 def _render(
     db: sqlite_utils.Database, config: _Config, staging: Path, tasks: list[tuple[Any, ...]], record_count: int, workers: int,
     report: BuildReport, progress: Callable[[int, int], None], old_api: PreviousApi | None, stale_records: set[str] | None,
-    cache_writer: site_changes.CacheWriter, untouched: dict[int, site_changes.TaskLines],
-) -> tuple[list[Segment], site_changes.Manifest]:
+    cache_writer: site_changes.CacheWriter, untouched: dict[int, site_changes.TaskLines], manifest_checkpoints: list[Checkpoint],
+) -> tuple[Downloads, site_changes.Manifest]:
     """Every page, the API, the static files, sitemaps and the manifest, into ``staging``;
-    returns the segments of the API's ``all.jsonl.gz`` and what was written of the manifest.
+    returns what the API's export says of its bulk downloads and what was written of the manifest.
     ``stale_records``: staging is the spare, whose API's record files are right but for these
     records'. ``cache_writer`` gets each task's questions as the task is done. The tasks in
-    ``untouched`` are not run: their files are in staging, their lines in the old manifest."""
+    ``untouched`` are not run: their files are in staging, their lines in the old manifest
+    (whose SHA-256 states are ``manifest_checkpoints``)."""
     scratch = Path(config.scratch)
     templates = Path(config.templates)
     base_url, environment = config.base_url, config.environment
@@ -478,12 +486,12 @@ def _render(
     if workers > 1:
         context = multiprocessing.get_context("spawn")  # never fork a process holding SQLite handles
         with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(config,)) as pool:
-            _api_folder(staging, stale_records, config.api_listings_kept)
+            _api_folder(staging, stale_records, config)
             # The API's listings in a worker, its records and bulk files here, while the workers render.
             listings = None if config.api_listings_kept else pool.submit(_run_api_listings, old_api.folder if config.listings_same and old_api else None)
             futures = {index: pool.submit(_run_task, index, tasks[index]) for index in todo}
             try:
-                segments = _write_api(db, staging, base_url, old_api, stale_records, listings=False)
+                downloads = _write_api(db, staging, base_url, old_api, stale_records, config.spare_downloads, listings=False)
                 # In task order, as the workers finish them: the cache is written beside the
                 # rendering rather than after the last page (at 10,000 pages ~1 s on one core).
                 for index, future in futures.items():
@@ -504,9 +512,10 @@ def _render(
                 progress(len(results), len(tasks))
         finally:
             _close_worker()
-        _api_folder(staging, stale_records, config.api_listings_kept)
+        _api_folder(staging, stale_records, config)
         reuse_listings = config.listings_same and old_api is not None
-        segments = _write_api(db, staging, base_url, old_api, stale_records, listings=not reuse_listings and not config.api_listings_kept)
+        listings = not reuse_listings and not config.api_listings_kept
+        downloads = _write_api(db, staging, base_url, old_api, stale_records, config.spare_downloads, listings=listings)
         if reuse_listings and not config.api_listings_kept:
             _api_listings(db.conn, staging / "api", base_url, old_api.folder)  # type: ignore[union-attr]
     for html_pages, rendered, reused in results.values():
@@ -525,23 +534,24 @@ def _render(
     work = sqlite3.connect(scratch / "work.sqlite") if listing else None
     try:
         html = [results[index][0] for index in range(len(tasks))]
-        manifest = _write_manifest(scratch, staging, html, environment, extra, work, untouched, old_manifest)
+        manifest = _write_manifest(scratch, staging, html, environment, extra, work, untouched, old_manifest, manifest_checkpoints)
     finally:
         if work is not None:
             work.commit()
             work.close()
-    return segments, manifest
+    return downloads, manifest
 
 
-def _api_folder(staging: Path, stale_records: set[str] | None, keep_listings: bool) -> None:
+def _api_folder(staging: Path, stale_records: set[str] | None, config: _Config) -> None:
     """The API's folder: a new one, or the spare's, with what will be written again removed
-    (its listings stay with ``keep_listings``)."""
+    (its listings stay when they are the previous build's, its bulk downloads when they are
+    to be updated in place)."""
     if stale_records is None or not (staging / "api").is_dir():
         (staging / "api").mkdir(exist_ok=stale_records is not None)
         return
     from errordb.export import clear_for_update
 
-    clear_for_update(staging / "api", stale_records, keep_listings)
+    clear_for_update(staging / "api", stale_records, config.api_listings_kept, config.spare_downloads)
 
 
 def _worker_count(jobs: int | None, record_count: int, db_path: str | None) -> int:
@@ -553,12 +563,13 @@ def _worker_count(jobs: int | None, record_count: int, db_path: str | None) -> i
 
 
 def _write_api(
-    db: sqlite_utils.Database, staging: Path, base_url: str, previous: PreviousApi | None, stale: set[str] | None, listings: bool = True,
-) -> list[Segment]:
+    db: sqlite_utils.Database, staging: Path, base_url: str, previous: PreviousApi | None, stale: set[str] | None,
+    update_downloads: bool = False, listings: bool = True,
+) -> Downloads:
     # Imported here: the API export is its own module (issue 6); a build without it is an error.
     from errordb.export import write_api
 
-    return write_api(db, staging / "api", base_url=base_url, previous=previous, listings=listings, stale=stale)
+    return write_api(db, staging / "api", base_url=base_url, previous=previous, listings=listings, stale=stale, update_downloads=update_downloads)
 
 
 # Planning ---------------------------------------------------------------------------------------
@@ -989,49 +1000,49 @@ def _write_sitemaps(scratch: Path, staging: Path, tasks: int, page_count: int, b
 
 def _write_manifest(
     scratch: Path, staging: Path, html: list[int], environment: str, extra: list[tuple[str, str, str]], work: sqlite3.Connection | None,
-    untouched: dict[int, site_changes.TaskLines], old_manifest: Path | None,
+    untouched: dict[int, site_changes.TaskLines], old_manifest: Path | None, old_checkpoints: list[Checkpoint],
 ) -> site_changes.Manifest:
     """One file per line, so the next incremental build reads it without holding it all: each
     task's files in plan order (``html``: how many HTML pages each task made), then ``extra``
-    (never empty). The lines of the ``untouched`` tasks are copied from ``old_manifest``. With
-    ``work``, the other tasks' files and ``extra`` also go into its ``current`` table."""
+    (never empty). The lines of the ``untouched`` tasks are copied from ``old_manifest`` (by
+    the kernel), and its SHA-256 is resumed from the last of ``old_checkpoints`` (the states
+    saved while hashing it) before the first line that differs. With ``work``, the other tasks'
+    files and ``extra`` also go into its ``current`` table."""
+    from errordb.digest import checkpointed_sha256
+    from errordb.export_bulk import copy_range
+
     if work is not None:
         work.execute("CREATE TABLE current (path TEXT NOT NULL, sha TEXT NOT NULL, task INTEGER)")
-    digest = hashlib.sha256()
     written: list[site_changes.TaskLines] = []
     # Written beside and renamed over the spare's own (which the next build would otherwise trust).
     with open(staging / f"{MANIFEST}.new", "wb") as handle, open(old_manifest or os.devnull, "rb") as old:
-
-        def put(data: bytes) -> None:
-            handle.write(data)
-            digest.update(data)
-
-        put((json.dumps({"format": MANIFEST_FORMAT, "version": 1, "environment": environment})[:-1] + ', "files": [\n').encode())
+        header = (json.dumps({"format": MANIFEST_FORMAT, "version": 1, "environment": environment})[:-1] + ', "files": [\n').encode()
+        handle.write(header)
+        # How many bytes from the start are the old manifest's: its SHA-256 is resumed from there.
+        same = len(header) if old.read(len(header)) == header else 0
         for index, pages_made in enumerate(html):
             start = handle.tell()
             if index in untouched:
-                old.seek(untouched[index].start)
-                left = untouched[index].end - untouched[index].start
-                while left > 0:
-                    data = old.read(min(left, 1 << 20))
-                    if not data:
-                        raise SiteError(f"{old_manifest}: shorter than its build cache says; build without --incremental")
-                    put(data)
-                    left -= len(data)
+                lines = untouched[index]
+                if copy_range(old, lines.start, lines.end - lines.start, handle) != lines.end - lines.start:
+                    raise SiteError(f"{old_manifest}: shorter than its build cache says; build without --incremental")
+                if same == start == lines.start:
+                    same = lines.end
             else:
                 # Every task line ends with a separator: the extra files always follow.
                 entries = _task_entries(scratch, index)
-                put("".join([_manifest_line(entry) + ",\n" for entry in entries]).encode("utf-8"))
+                handle.write("".join([_manifest_line(entry) + ",\n" for entry in entries]).encode("utf-8"))
                 if work is not None:
                     work.executemany("INSERT INTO current VALUES (?, ?, ?)", ((path, sha, index) for path, _, sha in entries))
             written.append(site_changes.TaskLines(start, handle.tell(), pages_made))
-        put((",\n".join(map(_manifest_line, extra)) + "\n]}\n").encode("utf-8"))
+        handle.write((",\n".join(map(_manifest_line, extra)) + "\n]}\n").encode("utf-8"))
         if work is not None:
             work.executemany("INSERT INTO current VALUES (?, ?, NULL)", ((path, sha) for path, _, sha in extra))
     if work is not None:
         _key_by_path(work, "current")
+    sha256, checkpoints = checkpointed_sha256(staging / f"{MANIFEST}.new", old_checkpoints if old_manifest else (), same)
     os.replace(staging / f"{MANIFEST}.new", staging / MANIFEST)
-    return site_changes.Manifest(digest.hexdigest(), site_changes.file_stamp(staging / MANIFEST), written)
+    return site_changes.Manifest(sha256, site_changes.file_stamp(staging / MANIFEST), written, checkpoints)
 
 
 def _entries_from_manifest(scratch: Path, manifest: Path | None, tasks: dict[int, site_changes.TaskLines]) -> None:

@@ -41,17 +41,21 @@ import json
 import os
 import sqlite3
 from collections.abc import Collection, Iterable, Iterator
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from errordb.atomic import file_sha256, process_alive
+from errordb.digest import Checkpoint
 from errordb.export_bulk import Segment
+from errordb.export_layout import ALL_JSONL, ALL_ZIP
 from errordb.store import FTS_TOKENIZER, cache_dir, change_state, changed_since
 
 #: Bumped when the cache's tables or their meaning change (an old cache is then ignored).
-CACHE_FORMAT = "8"
+CACHE_FORMAT = "9"
 _CHUNK = 500  # ids per IN (...) query
+#: The name of the manifest's rows in the cache's ``checkpoints`` table.
+MANIFEST_CHECKPOINTS = "manifest"
 #: A question a page asked: (record id, *:data:`errordb.site_related.Window`).
 Asked = tuple[str, str, str, Any, Any]
 
@@ -454,6 +458,10 @@ CREATE TABLE tasks (task INTEGER PRIMARY KEY, plan TEXT NOT NULL, start INTEGER 
 -- copies those whose records did not change; info's "jsonl" says which file they describe.
 CREATE TABLE segments (first TEXT NOT NULL, last TEXT NOT NULL, count INTEGER NOT NULL, "offset" INTEGER NOT NULL,
                        length INTEGER NOT NULL, crc INTEGER NOT NULL, size INTEGER NOT NULL);
+-- The SHA-256 states saved while hashing the build's manifest (name "manifest") and its two bulk
+-- downloads (by file name; info's "jsonl" and "zip" say which files), so the next build hashes
+-- each only from its first change on (errordb.digest).
+CREATE TABLE checkpoints (name TEXT NOT NULL, "offset" INTEGER NOT NULL, state BLOB NOT NULL, PRIMARY KEY (name, "offset"));
 """
 _INDEXES = """
 CREATE INDEX tags_id ON tags (id);
@@ -492,7 +500,7 @@ class CacheWriter:
             self.conn.executescript(_SCHEMA)
         else:
             _delete_rows(self.conn, sorted(removed))
-            for table in ("families", "info", "segments", "spare_paths", "spare_records", "tasks"):
+            for table in ("checkpoints", "families", "info", "segments", "spare_paths", "spare_records", "tasks"):
                 self.conn.execute(f"DELETE FROM {table}")
 
     def __enter__(self) -> CacheWriter:
@@ -510,12 +518,13 @@ class CacheWriter:
         _write_facts(self.conn, with_stems(facts, self.stemmer))
 
     def finish(
-        self, out: Path, families: dict[str, Family], plan: list[tuple[Any, ...]], manifest: Manifest, segments: list[Segment], jsonl: Path,
+        self, out: Path, families: dict[str, Family], plan: list[tuple[Any, ...]], manifest: Manifest, downloads: Any, api: Path,
         spare: Spare, info: dict[str, str], listing_entries: Iterable[tuple[int, str, str, str]], kept_tasks: Collection[int] = (),
     ) -> None:
         """The rest, and commit. ``families``: the fingerprints read before the pages were.
-        ``plan``: the build's tasks; ``manifest``: what it wrote of its manifest, task by task. ``segments``: those of ``jsonl``,
-        the build's ``all.jsonl.gz``. ``spare``: how this build differs from the one it
+        ``plan``: the build's tasks; ``manifest``: what it wrote of its manifest, task by task.
+        ``downloads``: what :class:`errordb.export.Downloads` says of the bulk downloads in the
+        build's API folder ``api``. ``spare``: how this build differs from the one it
         replaces, kept as its spare. ``info``: more to keep in the ``info`` table (what the
         build's listings were made from); ``listing_entries``: (task, path, input hash, content
         hash) of every file its listing tasks wrote, but for the ``kept_tasks`` (of the same
@@ -524,14 +533,17 @@ class CacheWriter:
         rows = ((index, json.dumps(task), *lines) for index, (task, lines) in enumerate(zip(plan, manifest.tasks, strict=True)))
         conn.executemany("INSERT INTO tasks VALUES (?, ?, ?, ?, ?)", rows)
         conn.executemany("INSERT INTO families VALUES (?, ?, ?, ?)", ((tag, *family) for tag, family in families.items()))
-        conn.executemany("INSERT INTO segments VALUES (?, ?, ?, ?, ?, ?, ?)", (astuple(segment) for segment in segments))
+        conn.executemany("INSERT INTO segments VALUES (?, ?, ?, ?, ?, ?, ?)", (astuple(segment) for segment in downloads.segments))
+        files = sorted({**downloads.checkpoints, MANIFEST_CHECKPOINTS: manifest.checkpoints}.items())
+        conn.executemany("INSERT INTO checkpoints VALUES (?, ?, ?)", ((name, point.offset, point.state) for name, points in files for point in points))
         conn.executemany("INSERT INTO spare_paths VALUES (?, ?)", spare.paths)
         conn.execute("DELETE FROM listing_entries WHERE task NOT IN (SELECT value FROM json_each(?))", [json.dumps(sorted(kept_tasks))])
         conn.executemany("INSERT INTO listing_entries VALUES (?, ?, ?, ?)", listing_entries)
         conn.executemany("INSERT INTO spare_records VALUES (?)", ((record_id,) for record_id in sorted(spare.records)))
         rows = [
             ("format", CACHE_FORMAT), ("manifest", manifest.sha256), ("manifestStamp", manifest.stamp), ("out", str(out.resolve())),
-            ("jsonl", file_stamp(jsonl)), ("spare", spare.manifest), ("spareStamp", spare.stamp), *sorted(info.items()),
+            ("jsonl", file_stamp(api / ALL_JSONL)), ("zip", file_stamp(api / ALL_ZIP)), ("spare", spare.manifest), ("spareStamp", spare.stamp),
+            *sorted(info.items()),
         ]  # fmt: skip
         conn.executemany("INSERT INTO info VALUES (?, ?)", rows)
         if not self.update:
@@ -563,18 +575,21 @@ class TaskLines(NamedTuple):
 
 @dataclass(frozen=True)
 class Manifest:
-    """What a build wrote of its manifest: its SHA-256, its :func:`file_stamp` and each task's
-    lines, in plan order."""
+    """What a build wrote of its manifest: its SHA-256, its :func:`file_stamp`, each task's
+    lines, in plan order, and the SHA-256 states saved while hashing it."""
 
     sha256: str
     stamp: str
     tasks: list[TaskLines]
+    checkpoints: list[Checkpoint] = field(default_factory=list)
 
 
 def cache_info(cache: sqlite3.Connection, key: str) -> str:
     """One value of the cache's ``info`` table ("" when it has none): ``manifest`` (the SHA-256
     of its build's manifest; ``manifestStamp``, its :func:`file_stamp`), ``spare`` (that of the
-    spare's, "" when none was kept; ``spareStamp``), ``jsonl``, and what :func:`listing_inputs` gave."""
+    spare's, "" when none was kept; ``spareStamp``), ``jsonl`` and ``zip`` (the :func:`file_stamp`
+    of the build's bulk downloads; ``spareJsonl`` and ``spareZip``, those of the spare's, as its
+    build left them), and what :func:`listing_inputs` gave."""
     row = cache.execute("SELECT value FROM info WHERE key = ?", [key]).fetchone()
     return row[0] if row else ""
 
@@ -621,6 +636,31 @@ def cached_segments(cache: sqlite3.Connection, jsonl: Path) -> list[Segment] | N
     if not stamp or stamp != file_stamp(jsonl):
         return None
     return [Segment(*row) for row in cache.execute('SELECT first, last, count, "offset", length, crc, size FROM segments ORDER BY "offset"')]
+
+
+def cached_checkpoints(cache: sqlite3.Connection, name: str) -> list[Checkpoint]:
+    """The SHA-256 checkpoints the cache holds for its build's file ``name`` (the manifest's
+    name, or a bulk download's)."""
+    rows = cache.execute('SELECT "offset", state FROM checkpoints WHERE name = ? ORDER BY "offset"', [name])
+    return [Checkpoint(offset, bytes(state)) for offset, state in rows]
+
+
+def download_checkpoints(cache: sqlite3.Connection, api: Path) -> dict[str, list[Checkpoint]]:
+    """Per bulk download of ``api`` (the previous build's API folder), the SHA-256 checkpoints
+    the cache holds for it: none for a file that is not the one they were saved for any more."""
+    found: dict[str, list[Checkpoint]] = {}
+    for name, key in ((ALL_JSONL, "jsonl"), (ALL_ZIP, "zip")):
+        stamp = cache_info(cache, key)
+        if stamp and stamp == file_stamp(api / name):
+            found[name] = cached_checkpoints(cache, name)
+    return found
+
+
+def spare_downloads_kept(cache: sqlite3.Connection, api: Path) -> bool:
+    """Whether the bulk downloads in ``api`` (the spare's API folder) are still the files the
+    spare's own build wrote, by the stamps the cache kept of them."""
+    stamps = [(cache_info(cache, key), file_stamp(api / name)) for name, key in ((ALL_JSONL, "spareJsonl"), (ALL_ZIP, "spareZip"))]
+    return all(kept and kept == now for kept, now in stamps)
 
 
 def _delete_rows(conn: sqlite3.Connection, ids: list[str]) -> None:

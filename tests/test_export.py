@@ -111,7 +111,7 @@ def test_two_exports_are_byte_identical_whatever_the_ingest_order(api, store, tm
 def test_write_api_fills_the_given_folder(store, tmp_path):
     (tmp_path / "api").mkdir()
     db = connect(store)
-    segments = write_api(db, tmp_path / "api", base_url="https://errordb.example/docs")
+    segments = write_api(db, tmp_path / "api", base_url="https://errordb.example/docs").segments
     records = db.execute("SELECT count(*) FROM records").fetchone()[0]
     db.close()
     # What the next build needs to copy all.jsonl.gz's unchanged parts: every record, in segments.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import os
 import shutil
 import sqlite3
 import zlib
@@ -56,7 +57,7 @@ def _export(db: Path, out: Path, **options) -> list[export_bulk.Segment]:
     out.mkdir(parents=True)
     conn = sqlite3.connect(db)
     try:
-        return write_api(conn, out, **options)
+        return write_api(conn, out, **options).segments
     finally:
         conn.close()
 
@@ -140,10 +141,10 @@ def _segments(api: Path) -> list[export_bulk.Segment]:
     return writer.segments
 
 
-def _export_into(db: Path, folder: Path, previous: PreviousApi, stale: set[str]) -> None:
+def _export_into(db: Path, folder: Path, previous: PreviousApi, stale: set[str], **options) -> None:
     conn = sqlite3.connect(db)
     try:
-        write_api(conn, folder, previous=previous, stale=stale)
+        write_api(conn, folder, previous=previous, stale=stale, **options)
     finally:
         conn.close()
 
@@ -236,3 +237,99 @@ def test_a_directory_is_read_by_position_and_searched_by_name(tmp_path):
         archive.close()
     with open(other, "rb") as handle:
         assert export_bulk.RecordDirectory.read(handle) is None
+
+
+def _api_of(db: Path, out: Path) -> export.Downloads:
+    out.mkdir(parents=True)
+    conn = sqlite3.connect(db)
+    try:
+        return write_api(conn, out)
+    finally:
+        conn.close()
+
+
+def _three_versions(tmp_path: Path, generated: list[dict], edits: tuple[int, int]) -> tuple[Path, Path, export.Downloads, set[str], set[str]]:
+    """A spare's API two versions behind, the previous API (one behind) and what it knows, and
+    the store's third version: (spare, previous, its downloads, changed since the previous,
+    stale in the spare). ``edits``: the positions, in id order, of the record edited in the
+    second version and of the one edited in the third."""
+    envelopes = copy.deepcopy(generated)
+    by_id = sorted(range(len(envelopes)), key=lambda i: envelopes[i]["record"]["id"])
+    db = tmp_path / "errordb.db"
+    versions = [_store(envelopes, tmp_path / "records-1", db)]
+    spare = tmp_path / "spare"
+    _api_of(db, spare)
+    for number, position in enumerate(edits, 2):
+        _edit(envelopes, by_id[position])
+        versions.append(_store(envelopes, tmp_path / f"records-{number}", db))
+        if number == 2:
+            previous, downloads = tmp_path / "previous", _api_of(db, tmp_path / "previous")
+    changed = {i for i in versions[1].keys() | versions[2].keys() if versions[1].get(i) != versions[2].get(i)}
+    stale = {i for i in versions[0].keys() | versions[2].keys() if versions[0].get(i) != versions[2].get(i)}
+    return spare, previous, downloads, changed, stale
+
+
+@pytest.mark.parametrize("edits", [(200, 100), (100, 200), (150, 150), (0, 299)])
+def test_a_spares_downloads_are_updated_in_place_from_the_first_stale_record(tmp_path, generated, monkeypatch, edits):
+    from errordb import digest
+
+    monkeypatch.setattr(export_bulk, "SEGMENT_MOST", 16)
+    monkeypatch.setattr(digest, "CHECKPOINT", 4096)  # so that the small downloads have several
+    spare, previous, downloads, changed, stale = _three_versions(tmp_path, generated, edits)
+    api = spare
+    before = {name: (api / name).stat() for name in ("all.jsonl.gz", "all.zip")}
+    clear_for_update(api, stale, keep_downloads=True)
+    made, starts = [], []
+    compressor, hasher = zlib.compressobj, digest._Sha256
+    with monkeypatch.context() as patch:
+        patch.setattr(zlib, "compressobj", lambda *args: made.append(args) or compressor(*args))
+        patch.setattr(digest, "_Sha256", lambda functions, state=None: starts.append(state) or hasher(functions, state))
+        conn = sqlite3.connect(tmp_path / "errordb.db")
+        try:
+            written = write_api(conn, api, previous=PreviousApi(previous, changed, downloads.segments, downloads.checkpoints), stale=stale, update_downloads=True)
+        finally:
+            conn.close()
+    full = tmp_path / "full"
+    expected = _api_of(tmp_path / "errordb.db", full)
+    assert tree_bytes(api) == tree_bytes(full)  # version.json's SHA-256s among them
+    assert written == expected  # the segments, and the states saved while hashing
+    for name, status in before.items():
+        assert (api / name).stat().st_ino == status.st_ino  # the same files, written into
+    # Only the record edited since the previous API has its segment and entry compressed
+    # again; the one edited before it is copied from the previous API's downloads.
+    assert made.count((6, 8, -15)) == 2
+    # Each download hashed from a saved state when the first change is past the first checkpoint.
+    assert len(starts) == 2 and (all(starts) or edits[0] == 0 or edits[1] == 0)
+
+
+@pytest.mark.parametrize("link", ["hard", "symbolic"])
+def test_a_spares_download_with_another_name_is_not_written_into(tmp_path, generated, monkeypatch, link):
+    monkeypatch.setattr(export_bulk, "SEGMENT_MOST", 16)
+    spare, previous, downloads, changed, stale = _three_versions(tmp_path, generated, (250, 260))
+    elsewhere = tmp_path / "elsewhere.zip"
+    if link == "hard":
+        os.link(spare / "all.zip", elsewhere)  # as if a live site served it
+    else:
+        (spare / "all.zip").rename(elsewhere)
+        (spare / "all.zip").symlink_to(elsewhere)
+    kept = elsewhere.read_bytes()
+    clear_for_update(spare, stale, keep_downloads=True)
+    _export_into(tmp_path / "errordb.db", spare, PreviousApi(previous, changed, downloads.segments, downloads.checkpoints), stale, update_downloads=True)
+    assert elsewhere.read_bytes() == kept
+    full = tmp_path / "full"
+    _api_of(tmp_path / "errordb.db", full)
+    assert tree_bytes(spare) == tree_bytes(full)
+
+
+@pytest.mark.parametrize("name", ["all.jsonl.gz", "all.zip"])
+@pytest.mark.parametrize("damage", ["reversed", "short"])
+def test_a_spares_download_that_is_not_the_earlier_copy_is_written_again(tmp_path, generated, monkeypatch, name, damage):
+    monkeypatch.setattr(export_bulk, "SEGMENT_MOST", 16)
+    spare, previous, downloads, changed, stale = _three_versions(tmp_path, generated, (250, 260))
+    data = (spare / name).read_bytes()
+    (spare / name).write_bytes(data[::-1] if damage == "reversed" else data[:100])
+    clear_for_update(spare, stale, keep_downloads=True)
+    _export_into(tmp_path / "errordb.db", spare, PreviousApi(previous, changed, downloads.segments, downloads.checkpoints), stale, update_downloads=True)
+    full = tmp_path / "full"
+    _api_of(tmp_path / "errordb.db", full)
+    assert tree_bytes(spare) == tree_bytes(full)

@@ -495,6 +495,67 @@ def test_the_build_before_is_kept_and_brought_up_to_date_in_place(base, tmp_path
     assert not any(name.endswith(".new") for name in new_inodes)
 
 
+DOWNLOADS = ("all.jsonl.gz", "all.zip")
+
+
+@pytest.mark.parametrize("touched", [False, True])
+def test_the_spares_bulk_downloads_are_updated_in_place(base, tmp_path, monkeypatch, touched):
+    import os
+
+    from errordb import export, export_bulk
+    from errordb.site import spare_path
+
+    monkeypatch.setattr(export_bulk, "SEGMENT_MOST", 8)  # 120 records: 15 segments or more
+    updated = []  # per build: whether the spare's downloads were opened to be updated in place
+    in_place = export._spare_downloads
+    monkeypatch.setattr(export, "_spare_downloads", lambda *args: (found := in_place(*args), updated.append(found is not None))[0])
+    envelopes, db, out = _copy(base, tmp_path)
+    late = sorted(envelopes, key=lambda envelope: envelope["record"]["id"])[-10]["record"]  # most segments before it
+    for step in (1, 2, 3):
+        late["documentation"] += f" Edited in build {step}."
+        ingest([_write(envelopes, tmp_path / f"build-{step}")], db)
+        spare = spare_path(out) / "api"
+        if step == 3:
+            if touched:  # the spare's zip is not the file its build left
+                status = (spare / "all.zip").stat()
+                os.utime(spare / "all.zip", ns=(status.st_atime_ns, status.st_mtime_ns + 1))
+            kept = {name: (spare / name).stat().st_ino for name in DOWNLOADS}
+        build_site(db, out, incremental=True, jobs=2 if step == 3 else 1)
+        assert tree_bytes(out) == tree_bytes(_full(db, tmp_path / f"full-{step}"))
+    # Build 1 had no spare; build 2's was the copied site, whose downloads are not the files the
+    # cache knows of; build 3 brought build 1's, kept as its spare, up to date in place (both or
+    # neither: with one of them touched, both are written anew).
+    assert updated == ([] if touched else [True])
+    if not touched:
+        assert {name: (out / "api" / name).stat().st_ino for name in DOWNLOADS} == kept
+
+
+def test_the_manifests_hash_is_resumed_from_the_states_saved_by_the_build_before(base, tmp_path, monkeypatch):
+    import hashlib
+
+    from errordb import digest
+    from errordb.site import MANIFEST
+
+    monkeypatch.setattr(digest, "CHECKPOINT", 1024)  # a small site's manifest: several states
+    hashed = []
+    checkpointed = digest.checkpointed_sha256
+    monkeypatch.setattr(digest, "checkpointed_sha256", lambda path, earlier=(), unchanged=0: hashed.append((Path(path).name, list(earlier), unchanged)) or checkpointed(path, earlier, unchanged))
+    envelopes, db, out = _copy(base, tmp_path)
+    middle = sorted(envelopes, key=lambda envelope: envelope["record"]["id"])[len(envelopes) // 2]["record"]  # tasks around it untouched
+    for step in (1, 2, 3):
+        hashed.clear()
+        middle["documentation"] += f" Edited in build {step}."
+        ingest([_write(envelopes, tmp_path / f"build-{step}")], db)
+        build_site(db, out, incremental=True, jobs=1)
+        cache = sqlite3.connect(site_changes.cache_path(out))
+        try:  # what the next build looks the manifest up by
+            assert site_changes.cache_info(cache, "manifest") == hashlib.sha256((out / MANIFEST).read_bytes()).hexdigest()
+        finally:
+            cache.close()
+    ((_, earlier, unchanged),) = [call for call in hashed if call[0] == f"{MANIFEST}.new"]
+    assert earlier and unchanged > 2 * 1024  # resumed past the first states
+
+
 def _record_task(db: Path, record_id: str) -> tuple:
     """The plan's task that renders ``record_id``'s page."""
     import sqlite_utils

@@ -17,6 +17,7 @@ from test_site_dom import parse_html
 
 pytest.importorskip("errordb.export", reason="errordb.export (issue 6) is missing: the site build calls its write_api")
 
+from errordb.export import Downloads  # noqa: E402
 from errordb.site import build_site, output_path  # noqa: E402
 from errordb.site_paths import SiteError, repo_dir, segment, tag_dir  # noqa: E402
 from errordb.site_text import rich_text, safe_https_url  # noqa: E402
@@ -80,7 +81,7 @@ def dot_dot_site(clean_db, tmp_path_factory) -> Path:
     db = hostile_copy(clean_db, folder, **DOT_DOT)
     out = folder / "out" / "site"
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("errordb.site._write_api", lambda *args, **kwargs: [])  # no API: no bulk segments
+        patch.setattr("errordb.site._write_api", lambda *args, **kwargs: Downloads([], {}))  # no API: no bulk segments
         build_site(db, out)
     return out
 
