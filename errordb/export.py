@@ -306,7 +306,9 @@ def _spare_downloads(
     """The two bulk downloads ``tree`` holds from an earlier export (a spare's), open to be
     updated in place and positioned after what they share with the previous API's (whose
     ``all.jsonl.gz`` and its segments are ``old_jsonl``, and whose ``all.zip`` has
-    ``directory``), with the number of segments shared; None when they cannot be used so.
+    ``directory``), with the number of segments shared (0: written over from the start, which
+    spares freeing the old file's blocks and allocating new ones); None when they cannot be
+    used so.
 
     They are the earlier export's when the caller says so; each must still be a plain file
     with no other name (a file also in a live site is never written into), at least as long
@@ -314,11 +316,9 @@ def _spare_downloads(
     """
     segments = old_jsonl[1]
     done = kept_segments(segments, directory, stale)
-    if not done:
-        return None
     ends = {
-        layout.ALL_JSONL: (old_jsonl[0], segments[done - 1].offset + segments[done - 1].length),
-        layout.ALL_ZIP: (directory.archive, directory.offset(sum(segment.count for segment in segments[:done]))),
+        layout.ALL_JSONL: (old_jsonl[0], segments[done - 1].offset + segments[done - 1].length if done else 0),
+        layout.ALL_ZIP: (directory.archive, directory.offset(sum(segment.count for segment in segments[:done])) if done else 0),
     }
     handles = []
     for name, (previous, shared) in ends.items():

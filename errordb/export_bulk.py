@@ -141,17 +141,24 @@ class JsonLinesGzip:
         """Whether the next record added starts a segment."""
         return not self._pending
 
-    def copy_segment(self, old: Segment) -> None:
-        """Append the previous file's segment ``old`` as its bytes are: the caller knows that the
-        records it would add next are that segment's, unchanged (see :attr:`between_segments`)."""
+    def copy_segments(self, run: list[Segment]) -> None:
+        """Append the previous file's segments ``run``, one after the other there, as their bytes
+        are (one copy for them all): the caller knows that the records it would add next are
+        theirs, unchanged (see :attr:`between_segments`)."""
         assert self._old_file is not None and not self._pending
-        if copy_range(self._old_file, old.offset, old.length, self._out) != old.length:
+        if any(after.offset != before.offset + before.length for before, after in zip(run, run[1:])):
+            raise EarlierDownloadError("the previous all.jsonl.gz's segments are not one after the other")
+        if not run:
+            return
+        length = run[-1].offset + run[-1].length - run[0].offset
+        if copy_range(self._old_file, run[0].offset, length, self._out) != length:
             raise EarlierDownloadError("the previous all.jsonl.gz is shorter than its segments say")
-        self._count_unchanged(old)
-        self.segments.append(Segment(old.first, old.last, old.count, self._offset, old.length, old.crc, old.size))
-        self._offset += old.length
-        self._crc = crc32_combine(self._crc, old.crc, old.size)
-        self._size += old.size
+        for old in run:
+            self._count_unchanged(old)
+            self.segments.append(Segment(old.first, old.last, old.count, self._offset, old.length, old.crc, old.size))
+            self._offset += old.length
+            self._crc = crc32_combine(self._crc, old.crc, old.size)
+            self._size += old.size
 
     def _count_unchanged(self, old: Segment) -> None:
         """``old`` is being copied: it extends :attr:`unchanged` when nothing before it differed."""

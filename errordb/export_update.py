@@ -92,6 +92,7 @@ class _Walk:
         self.count = 0
         self.entry = 0  # the earlier archive's next entry not yet copied or passed
         self.run: int | None = None  # the first entry of the run of entries to copy as one piece
+        self.segments: list[Segment] = []  # the run of segments to copy as one piece
 
     def holds(self, segment: Segment) -> bool:
         """Whether the earlier archive's next entries are this segment's records (so, when none
@@ -102,13 +103,17 @@ class _Walk:
         )
 
     def copy(self, segment: Segment) -> None:
-        self.jsonl.copy_segment(segment)
+        self.segments.append(segment)
         if self.run is None:
             self.run = self.entry
         self.entry += segment.count
         self.count += segment.count
 
-    def _end_run(self) -> None:
+    def end_run(self) -> None:
+        """Copy the runs of segments and entries passed so far."""
+        if self.segments:
+            self.jsonl.copy_segments(self.segments)
+            self.segments = []
         if self.run is not None:
             self.archive.copy_run(self.directory, self.run, self.entry)
             self.run = None
@@ -118,7 +123,7 @@ class _Walk:
         unchanged ones' segments and entries still copied where they can be)."""
         from errordb.store import iter_record_files, range_condition
 
-        self._end_run()
+        self.end_run()
         where, params = range_condition("id", low, high)
         directory = self.directory
         for record_id, data in iter_record_files(self.conn, where=where, params=params):

@@ -1020,21 +1020,37 @@ def _write_manifest(
         handle.write(header)
         # How many bytes from the start are the old manifest's: its SHA-256 is resumed from there.
         same = len(header) if old.read(len(header)) == header else 0
+        position = len(header)
+        copy: list[int] = []  # the old manifest's bytes to copy next, as [start, end]: one copy a run of tasks
+
+        def end_copy() -> None:
+            if copy and copy_range(old, copy[0], copy[1] - copy[0], handle) != copy[1] - copy[0]:
+                raise SiteError(f"{old_manifest}: shorter than its build cache says; build without --incremental")
+            copy.clear()
+
         for index, pages_made in enumerate(html):
-            start = handle.tell()
+            start = position
             if index in untouched:
                 lines = untouched[index]
-                if copy_range(old, lines.start, lines.end - lines.start, handle) != lines.end - lines.start:
-                    raise SiteError(f"{old_manifest}: shorter than its build cache says; build without --incremental")
+                if copy and copy[1] == lines.start:
+                    copy[1] = lines.end
+                else:
+                    end_copy()
+                    copy[:] = [lines.start, lines.end]
                 if same == start == lines.start:
                     same = lines.end
+                position += lines.end - lines.start
             else:
+                end_copy()
                 # Every task line ends with a separator: the extra files always follow.
                 entries = _task_entries(scratch, index)
-                handle.write("".join([_manifest_line(entry) + ",\n" for entry in entries]).encode("utf-8"))
+                data = "".join([_manifest_line(entry) + ",\n" for entry in entries]).encode("utf-8")
+                handle.write(data)
+                position += len(data)
                 if work is not None:
                     work.executemany("INSERT INTO current VALUES (?, ?, ?)", ((path, sha, index) for path, _, sha in entries))
-            written.append(site_changes.TaskLines(start, handle.tell(), pages_made))
+            written.append(site_changes.TaskLines(start, position, pages_made))
+        end_copy()
         handle.write((",\n".join(map(_manifest_line, extra)) + "\n]}\n").encode("utf-8"))
         if work is not None:
             work.executemany("INSERT INTO current VALUES (?, ?, NULL)", ((path, sha) for path, _, sha in extra))

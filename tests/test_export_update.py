@@ -119,8 +119,10 @@ def _update(tmp_path: Path, generated: list[dict], case: str, monkeypatch, damag
     clear_for_update(spare, stale)
     made, one_by_one = [], []
     compressor, each_record, copy_entry = zlib.compressobj, export._write_each_record, export_bulk.StreamingZip.copy
+    copy_range = export_bulk.copy_range
     with monkeypatch.context() as patch:
         patch.setattr(zlib, "compressobj", lambda *args: made.append(args) or compressor(*args))
+        patch.setattr(export_bulk, "copy_range", lambda *args: made.append("range") or copy_range(*args))
         patch.setattr(export_bulk.StreamingZip, "copy", lambda *args: made.append("entry") or copy_entry(*args))
         patch.setattr(export, "_write_each_record", lambda *args: one_by_one.append(1) or each_record(*args))
         _export_into(db, spare, PreviousApi(first, changed, segments), stale)
@@ -164,6 +166,8 @@ def test_an_api_updated_in_runs_is_the_full_export(tmp_path, generated, monkeypa
         assert made.count((6, 8, -15)) == 2 * edits
         longest = max(segment.count for segment in _segments(full))
         assert made.count("entry") <= edits * longest
+        # The segments and entries between two edits are copied in one piece each.
+        assert made.count("range") <= 2 * (edits + 1)
 
 
 def test_records_stale_in_the_spare_but_unchanged_are_linked_from_the_earlier_api(tmp_path, generated, monkeypatch):
@@ -279,11 +283,12 @@ def test_a_spares_downloads_are_updated_in_place_from_the_first_stale_record(tmp
     api = spare
     before = {name: (api / name).stat() for name in ("all.jsonl.gz", "all.zip")}
     clear_for_update(api, stale, keep_downloads=True)
-    made, starts = [], []
-    compressor, hasher = zlib.compressobj, digest._Sha256
+    made, starts, in_place = [], [], []
+    compressor, hasher, spare_downloads = zlib.compressobj, digest._Sha256, export._spare_downloads
     with monkeypatch.context() as patch:
         patch.setattr(zlib, "compressobj", lambda *args: made.append(args) or compressor(*args))
         patch.setattr(digest, "_Sha256", lambda functions, state=None: starts.append(state) or hasher(functions, state))
+        patch.setattr(export, "_spare_downloads", lambda *args: (found := spare_downloads(*args), in_place.append(found is not None))[0])
         conn = sqlite3.connect(tmp_path / "errordb.db")
         try:
             written = write_api(conn, api, previous=PreviousApi(previous, changed, downloads.segments, downloads.checkpoints), stale=stale, update_downloads=True)
@@ -293,8 +298,9 @@ def test_a_spares_downloads_are_updated_in_place_from_the_first_stale_record(tmp
     expected = _api_of(tmp_path / "errordb.db", full)
     assert tree_bytes(api) == tree_bytes(full)  # version.json's SHA-256s among them
     assert written == expected  # the segments, and the states saved while hashing
-    for name, status in before.items():
-        assert (api / name).stat().st_ino == status.st_ino  # the same files, written into
+    # The same files, written into (from the start when the first record changed).
+    assert in_place == [True]
+    assert all((api / name).stat().st_ino == status.st_ino for name, status in before.items())
     # Only the record edited since the previous API has its segment and entry compressed
     # again; the one edited before it is copied from the previous API's downloads.
     assert made.count((6, 8, -15)) == 2
