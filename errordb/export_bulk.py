@@ -225,30 +225,23 @@ def crc32_combine(first: int, second: int, second_length: int) -> int:
 
     A CRC register is linear over GF(2): feeding ``n`` zero bytes maps it by a fixed 32x32 bit
     matrix, so CRC(A + B) is that map of CRC(A) for ``n = len(B)``, XOR CRC(B) (the initial and
-    final inversions cancel). The maps for 1, 2, 4, ... zero bytes are squared once and kept.
+    final inversions cancel). The maps for 1, 2, 4, ... zero bytes are squared once and kept,
+    each as four tables of the images of a byte's 256 values (a rebuild at a million records
+    combines ~4,000 segments' CRCs: 0.1 s bit by bit, a tenth of that by bytes).
     """
     register, step = first, 0
     while second_length:
         if second_length & 1:
-            register = _apply(_zero_bytes_map(step), register)
+            register = _apply(_zero_bytes_tables(step), register)
         second_length >>= 1
         step += 1
     return register ^ second
 
 
-def _apply(matrix: tuple[int, ...], vector: int) -> int:
-    result, bit = 0, 0
-    while vector:
-        if vector & 1:
-            result ^= matrix[bit]
-        vector >>= 1
-        bit += 1
-    return result
-
-
 @functools.cache
-def _zero_bytes_map(power: int) -> tuple[int, ...]:
-    """The map of the register by 2**power zero bytes: column ``i`` is the image of bit ``i``."""
+def _zero_bytes_tables(power: int) -> tuple[tuple[int, ...], ...]:
+    """The map of the register by 2**power zero bytes, as the images of each of its four bytes'
+    256 values (the map is linear: a register's image is the XOR of its bytes' images)."""
     if power == 0:
         columns = []
         for bit in range(32):
@@ -256,9 +249,22 @@ def _zero_bytes_map(power: int) -> tuple[int, ...]:
             for _ in range(8):  # one zero byte is eight zero bits of the reflected polynomial
                 register = (register >> 1) ^ 0xEDB88320 if register & 1 else register >> 1
             columns.append(register)
-        return tuple(columns)
-    half = _zero_bytes_map(power - 1)
-    return tuple(_apply(half, column) for column in half)
+    else:  # the map for 2**power bytes is the map for half as many, twice
+        half = _zero_bytes_tables(power - 1)
+        columns = [_apply(half, _apply(half, 1 << bit)) for bit in range(32)]
+    tables = []
+    for byte in range(4):
+        table = [0] * 256
+        for value in range(1, 256):
+            lowest = value & -value  # a value's image: its lowest bit's image XOR the rest's
+            table[value] = table[value ^ lowest] ^ columns[8 * byte + lowest.bit_length() - 1]
+        tables.append(tuple(table))
+    return tuple(tables)
+
+
+def _apply(tables: tuple[tuple[int, ...], ...], register: int) -> int:
+    low, second_byte, third, high = tables
+    return low[register & 0xFF] ^ second_byte[register >> 8 & 0xFF] ^ third[register >> 16 & 0xFF] ^ high[register >> 24]
 
 
 class StreamingZip:
@@ -484,6 +490,9 @@ class RecordDirectory:
 
     def __init__(self, archive: IO[bytes], count: int, start: int):
         self.archive, self.count, self.start = archive, count, start
+        # The last :data:`ENTRIES_CHUNK` entries read for one entry's sake: a rebuild asks for
+        # the names at both ends of each of ~4,000 segments, mostly in order.
+        self._chunk: tuple[int, bytes] = (0, b"")
 
     @classmethod
     def read(cls, archive: IO[bytes]) -> RecordDirectory | None:
@@ -503,11 +512,21 @@ class RecordDirectory:
             raise EarlierDownloadError("the earlier all.zip's directory is not a record archive's")
         return data
 
+    def _entry(self, index: int) -> bytes:
+        first, data = self._chunk
+        if not first <= index < first + len(data) // _RECORD_ENTRY:
+            if not 0 <= index < self.count:
+                raise EarlierDownloadError(f"entry {index} of an archive of {self.count}")
+            first = index - index % ENTRIES_CHUNK
+            data = self._entries(first, min(self.count, first + ENTRIES_CHUNK))
+            self._chunk = (first, data)
+        return data[(index - first) * _RECORD_ENTRY : (index - first + 1) * _RECORD_ENTRY]
+
     def name(self, index: int) -> bytes:
-        return self._entries(index, index + 1)[46:]
+        return self._entry(index)[46:]
 
     def entry(self, index: int) -> ZipEntry:
-        data = self._entries(index, index + 1)
+        data = self._entry(index)
         crc, packed, size = struct.unpack_from("<3I", data, 16)
         (offset,) = struct.unpack_from("<I", data, 42)
         return ZipEntry(data[46:], crc, packed, size, offset)

@@ -86,7 +86,7 @@ def _healthy_row(size: int = 10_000) -> dict:
         "size": size, "ingest_per_s": 5_000, "raw_per_s": 20_000, "db_mb": 50.0,
         "cold_s": 0.13, "bundled_cold_s": 0.13, "cold_mb": 29, "nomatch_s": 0.13,
         "match_p50_ms": 0.2, "match_p99_ms": 0.3, "hit_rate": 1.0, "loop_ms": 2.0, "loop_extrapolated": False,
-        "site_per_s": 900, "bare_per_s": 2_000, "site_mb": 200, "bare_mb": 25, "site_s": 11.0, "rebuild_s": 1.5, "rebuild_spare_s": 1.0, "rebuild_rendered": 3, "site_pages": size + 120,
+        "site_per_s": 900, "bare_per_s": 2_000, "site_mb": 200, "bare_mb": 25, "site_s": 11.0, "rebuild_s": 1.5, "rebuild_spare_s": 1.0, "rebuild_first_s": 1.2, "rebuild_rendered": 3, "site_pages": size + 120,
         "export_s": 3.0, "bare_export_s": 1.0, "export_mb": 60, "bare_export_mb": 12, "skipped": {},
     }  # fmt: skip
 
@@ -102,6 +102,7 @@ def test_check_passes_healthy_numbers(bench):
         ({"site_mb": 20_000}, "bare jinja2 / site build peak memory"),
         ({"rebuild_s": 30.0}, "full build / one-record rebuild"),
         ({"rebuild_spare_s": 30.0}, "full build / one-record rebuild from the spare"),
+        ({"rebuild_first_s": 30.0}, "full build / the lowest id's rebuild"),
         ({"rebuild_rendered": 1_000}, "pages / pages the one-record rebuild renders"),
         ({"export_s": 300.0}, "dump+gzip / export time"),
         ({"export_mb": 6_000}, "bare export / export peak memory"),

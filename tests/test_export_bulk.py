@@ -186,3 +186,15 @@ def test_copy_range_appends_the_bytes_whichever_way_it_copies(tmp_path, monkeypa
     assert written == b"head" + data[1000:3_001_000] + b"tail" + data[-10:]
     if how == "kernel fails halfway":
         assert len(calls) == 3  # one step, then a failure in each copy
+
+
+def test_crc32_combine_gives_the_crc_of_the_two_strings_end_to_end():
+    import os
+    import random
+    import zlib
+
+    rng = random.Random(7)
+    lengths = [0, 1, 2, 3, 255, 256, 257, 65_535, 65_536, 1 << 20, (1 << 21) + 12_345] + [rng.randrange(1 << 22) for _ in range(20)]
+    for length in lengths:
+        first, second = os.urandom(rng.randrange(0, 3000)), os.urandom(length)
+        assert export_bulk.crc32_combine(zlib.crc32(first), zlib.crc32(second), length) == zlib.crc32(first + second), length
