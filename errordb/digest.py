@@ -3,13 +3,13 @@
 ``version.json`` gives each bulk download's SHA-256. A rebuild that changes one record rewrites
 the downloads from that record on and keeps every byte before it, so hashing the whole file
 again (1.6 GB at a million records) is mostly hashing what was hashed last time. Python's
-``hashlib`` cannot export a hash's state, so :func:`checkpointed_sha256` drives the OpenSSL library that
-``hashlib`` itself uses, through ``ctypes``: its low-level ``SHA256_Init``/``Update``/``Final``
-and their public ``SHA256_CTX`` struct (eight 32-bit words of state, the message length in
-bits as two words, the 64-byte partial block, its length, and the digest length; the same
-layout since OpenSSL 0.9.8). The state is saved every :data:`CHECKPOINT` bytes; the next
-hash of a file that starts with the same bytes goes on from the last state before its first
-changed byte.
+``hashlib`` cannot export a hash's state, so :func:`checkpointed_sha256` drives the OpenSSL
+library that ``hashlib`` itself uses, through ``ctypes``: its low-level
+``SHA256_Init``/``Update``/``Final`` and their public ``SHA256_CTX`` struct (eight 32-bit
+words of state, the message length in bits as two words, the 64-byte partial block, its
+length, and the digest length, in the machine's byte order; the same layout since OpenSSL
+0.9.8). The state is saved every :data:`CHECKPOINT` bytes; the next hash of a file that
+starts with the same bytes goes on from the last state before its first changed byte.
 
 Where that library is not found, lacks those functions, or fails the self-test on first use,
 every file is hashed whole with ``hashlib``: the same digests, only without checkpoints.
@@ -29,7 +29,7 @@ from typing import Any
 CHECKPOINT = 16 << 20
 _CHUNK = 1 << 20
 _CTX_SIZE = 112  # SHA256_CTX: h[8], Nl, Nh, data[16], num, md_len, all 32-bit
-_CTX_FIELDS = struct.Struct("<8I2I64s2I")
+_CTX_FIELDS = struct.Struct("=8I2I64s2I")
 
 
 @dataclass(frozen=True)
