@@ -112,7 +112,7 @@ def _clean_up_after_killed_runs(target: Path) -> None:
     once never remove each other's work.
     """
     pattern = re.compile(rf"^\.{re.escape(target.name)}\.(new|old)-(?P<pid>\d+)-")
-    dead = [(found.group(1), entry) for found, entry in _left_by_dead_processes(target.parent, pattern)]
+    dead = [(found.group(1), entry) for found, entry in left_by_dead_processes(target.parent, pattern)]
     olds = sorted((p for kind, p in dead if kind == "old"), key=lambda p: p.stat().st_mtime)
     if olds and not target.exists():
         os.rename(olds.pop(), target)  # the newest old folder is the last complete output
@@ -132,20 +132,22 @@ def scratch_dir(prefix: str) -> Iterator[Path]:
     """
     pattern = re.compile(rf"^{re.escape(prefix)}(?P<pid>\d+)-")
     with contextlib.suppress(OSError):
-        for _, entry in _left_by_dead_processes(Path(tempfile.gettempdir()), pattern):
+        for _, entry in left_by_dead_processes(Path(tempfile.gettempdir()), pattern):
             if entry.lstat().st_uid == os.getuid():
                 shutil.rmtree(entry, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix=f"{prefix}{os.getpid()}-") as name:
         yield Path(name)
 
 
-def _left_by_dead_processes(folder: Path, pattern: re.Pattern[str]) -> list[tuple[re.Match[str], Path]]:
-    """The plain folders in ``folder`` (never one behind a link) whose name ``pattern`` matches
-    with the ``pid`` of a process that is gone: what a killed run left."""
+def left_by_dead_processes(folder: Path, pattern: re.Pattern[str], *, files: bool = False) -> list[tuple[re.Match[str], Path]]:
+    """The entries of ``folder`` whose name ``pattern`` matches with the ``pid`` of a process
+    that is gone: what a killed run left. Plain folders (never one behind a link: a caller
+    removes them whole), or with ``files`` the other entries (files, and links, which a
+    caller only unlinks)."""
     found = []
     for entry in folder.iterdir():
         match = pattern.match(entry.name)
-        if match and entry.is_dir() and not entry.is_symlink() and not process_alive(int(match.group("pid"))):
+        if match and (entry.is_dir() and not entry.is_symlink()) != files and not process_alive(int(match.group("pid"))):
             found.append((match, entry))
     return found
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from errordb.atomic import left_by_dead_processes
 from errordb.export_output import ExportError, dump_pretty
 
 TITLE = "errordb"
@@ -197,19 +199,12 @@ def export_sqlite(db: Any, target: Path, *, source_url: str | None = None) -> Sq
 
 
 def _remove_dead_partials(target: Path) -> None:
-    """Remove the ``.partial`` files of exports that were killed (their pid is gone)."""
-    prefixes = (f".{target.name}.", f".{target.stem}.metadata.json.")
-    for leftover in target.parent.iterdir():
-        name = leftover.name
-        if not (name.startswith(prefixes) and ".partial" in name):
-            continue
-        try:
-            pid = int(name.split(".partial")[0].rsplit(".", 1)[-1])
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            leftover.unlink(missing_ok=True)  # also a "-journal" VACUUM INTO left beside it
-        except (ValueError, OSError):
-            continue  # not a pid, or a live process of another user
+    """Remove the ``.partial`` files of exports that were killed (their pid is gone), and the
+    ``-journal`` that ``VACUUM INTO`` may leave beside one."""
+    names = f"{re.escape(target.name)}|{re.escape(target.stem)}\\.metadata\\.json"
+    pattern = re.compile(rf"^\.(?:{names})\.(?P<pid>\d+)\.partial")
+    for _, leftover in left_by_dead_processes(target.parent, pattern, files=True):
+        leftover.unlink(missing_ok=True)
 
 
 def datasette_metadata(db: Any, *, database_name: str, source_url: str | None = None) -> dict[str, Any]:

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import glob
 import hashlib
 import operator
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -168,7 +168,7 @@ def _opened_for_ingest(db_path: Path) -> Iterator[sqlite_utils.Database]:
         finally:
             db.close()
         return
-    _remove_dead_partials(db_path.parent, f".{glob.escape(db_path.name)}.*.partial")
+    _remove_dead_partials(db_path.parent, re.compile(rf"^\.{re.escape(db_path.name)}\.(?P<pid>\d+)\.partial$"))
     partial = db_path.with_name(f".{db_path.name}.{os.getpid()}.partial")
     for leftover in _with_companions(partial):
         leftover.unlink(missing_ok=True)
@@ -1088,7 +1088,7 @@ def default_db_path() -> Path:
         return target
     folder.mkdir(parents=True, exist_ok=True)
     # Ours, and the one ingest builds beside ours (``..default-….partial.<pid>.partial``).
-    _remove_dead_partials(folder, ".*default-*.partial")
+    _remove_dead_partials(folder, re.compile(r"^\.\.?default-.*\.(?P<pid>\d+)\.partial$"))
     partial = folder / f".{target.name}.{os.getpid()}.partial"
     partial.unlink(missing_ok=True)
     try:
@@ -1115,15 +1115,14 @@ def _with_companions(path: Path) -> list[Path]:
     return [path, *(path.with_name(path.name + suffix) for suffix in ("-journal", "-wal", "-shm"))]
 
 
-def _remove_dead_partials(folder: Path, pattern: str) -> None:
-    """Remove stores (embedded defaults, new stores) left half-built by a killed process (kill -9, power)."""
-    from errordb.atomic import process_alive  # imports ctypes: not on explain's way in
+def _remove_dead_partials(folder: Path, pattern: re.Pattern[str]) -> None:
+    """Remove stores (embedded defaults, new stores) left half-built by a killed process (kill
+    -9, power): the files ``pattern`` matches with the ``pid`` of a process that is gone."""
+    from errordb.atomic import left_by_dead_processes  # imports ctypes: not on explain's way in
 
-    for partial in folder.glob(pattern):
-        pid = partial.name.rsplit(".", 2)[-2]
-        if pid.isascii() and pid.isdigit() and not process_alive(int(pid)):
-            for leftover in _with_companions(partial):
-                leftover.unlink(missing_ok=True)
+    for _, partial in left_by_dead_processes(folder, pattern, files=True):
+        for leftover in _with_companions(partial):
+            leftover.unlink(missing_ok=True)
 
 
 def _is_healthy(path: Path) -> bool:

@@ -284,6 +284,22 @@ def test_cli_export_writes_the_api_and_the_sqlite_release(tmp_path):
     assert release.exists() and (tmp_path / "dist" / "errordb.metadata.json").exists()
 
 
+def test_a_killed_releases_partial_files_are_removed_by_the_next_one(tmp_path):
+    import os
+
+    db_path = tmp_path / "errordb.db"
+    ingest([RECORDS], db_path)
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    dead = [".errordb.db.999999999.partial", ".errordb.db.999999999.partial-journal", ".errordb.metadata.json.999999999.partial"]
+    kept = [f".errordb.db.{os.getppid()}.partial", ".errordb.db.x.partial", ".other.db.999999999.partial"]  # alive, no pid, not ours
+    for name in dead + kept:
+        (dist / name).write_bytes(b"half")
+    result = CliRunner().invoke(cli, ["export", "--db", str(db_path), "--out", str(tmp_path / "api"), "--sqlite", str(dist / "errordb.db")])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in dist.iterdir()) == sorted([*kept, "errordb.db", "errordb.metadata.json"])
+
+
 def test_cli_export_refuses_a_base_url_that_cannot_be_linked(tmp_path):
     db_path = tmp_path / "errordb.db"
     ingest([RECORDS], db_path)
