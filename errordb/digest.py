@@ -9,7 +9,9 @@ library that ``hashlib`` itself uses, through ``ctypes``: its low-level
 words of state, the message length in bits as two words, the 64-byte partial block, its
 length, and the digest length, in the machine's byte order; the same layout since OpenSSL
 0.9.8). The state is saved every :data:`CHECKPOINT` bytes; the next hash of a file that
-starts with the same bytes goes on from the last state before its first changed byte.
+starts with the same bytes goes on from the last state before its first changed byte. A hash
+may also follow the file's writer (:class:`Written`, :class:`PublishedFile`): it reads each
+byte as soon as the writer says it is final, so hashing goes on while the file is written.
 
 Where that library is not found, lacks those functions, or fails the self-test on first use,
 every file is hashed whole with ``hashlib``: the same digests, only without checkpoints.
@@ -20,10 +22,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import struct
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 #: A state is saved at every multiple of this many bytes.
 CHECKPOINT = 16 << 20
@@ -38,6 +41,101 @@ class Checkpoint:
 
     offset: int
     state: bytes
+
+
+class Abandoned(Exception):
+    """The writer a hash was following gave up its file (:meth:`Written.abandon`)."""
+
+
+class Written:
+    """How much of a file being written is final, as its writer says, for a hash that follows
+    the writer (:func:`checkpointed_sha256`'s ``written``). The writer writes the file from one
+    offset on, in order: bytes before the offset it passes to :meth:`advance` will not change.
+    It ends with :meth:`complete` (the file's size), or with :meth:`abandon` when it fails or
+    starts the file over (leaving it as a ``with`` block on an exception abandons it)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._final = 0
+        self._size: int | None = None
+        self._abandoned = False
+
+    def advance(self, final: int) -> None:
+        """The file's first ``final`` bytes are written and will not change."""
+        with self._changed:
+            if final > self._final and self._size is None:
+                self._final = final
+                self._changed.notify_all()
+
+    def complete(self, size: int) -> None:
+        """The file is written: ``size`` bytes (bytes past them, if any, are not the file's)."""
+        with self._changed:
+            self._final = self._size = size
+            self._changed.notify_all()
+
+    def abandon(self) -> None:
+        """The writer gave up the file (or starts it over): a hash following it raises :class:`Abandoned`."""
+        with self._changed:
+            self._abandoned = True
+            self._changed.notify_all()
+
+    def __enter__(self) -> Written:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        if kind is not None:  # the writer failed: a hash waiting for more would wait forever
+            self.abandon()
+
+    def wait(self, position: int) -> tuple[int, bool]:
+        """Wait until bytes past ``position`` are final, or the file is complete; returns how
+        many first bytes are final, and whether they are the whole file. Raises
+        :class:`Abandoned` when the writer gave up."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._abandoned or self._size is not None or self._final > position)
+            if self._abandoned:
+                raise Abandoned
+            return self._final, self._size is not None
+
+
+class PublishedFile:
+    """A file being written from its ``start`` offset on, in order, whose bytes are reported
+    final (``written``) as they reach the file: on each flush, and piece by piece while
+    :func:`errordb.export_bulk.copy_range` copies into it. The file's own methods otherwise."""
+
+    def __init__(self, file: IO[bytes], written: Written, start: int) -> None:
+        self._file, self._written = file, written
+        file.flush()
+        written.advance(start)
+
+    def write(self, data: bytes) -> int:
+        return self._file.write(data)
+
+    def flush(self) -> None:
+        self._file.flush()
+        self._written.advance(self._file.tell())
+
+    def published(self, end: int) -> None:
+        """The bytes up to ``end`` were written into the file by the kernel."""
+        self._written.advance(end)
+
+    @property
+    def name(self) -> str:
+        return self._file.name  # type: ignore[return-value]
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._file.seek(offset, whence)
+
+    def seekable(self) -> bool:
+        return self._file.seekable()
+
+    def fileno(self) -> int:
+        return self._file.fileno()
+
+    def truncate(self, size: int | None = None) -> int:
+        return self._file.truncate(size)
 
 
 def _state_is_for(state: bytes, offset: int) -> bool:
@@ -131,19 +229,28 @@ def resumable() -> bool:
     return _openssl() is not None
 
 
-def checkpointed_sha256(path: Path, earlier: Iterable[Checkpoint] = (), unchanged: int = 0) -> tuple[str, list[Checkpoint]]:
+def checkpointed_sha256(
+    path: Path, earlier: Iterable[Checkpoint] = (), unchanged: int = 0, written: Written | None = None
+) -> tuple[str, list[Checkpoint]]:
     """The SHA-256 (hex) of the file ``path``, and its checkpoints.
 
     ``earlier``: the checkpoints of an earlier file whose first ``unchanged`` bytes are this
     file's first bytes; hashing starts from the last of them at or before ``unchanged`` (one
     whose state does not say so is not used), and they are among the checkpoints returned.
+    ``written``: the file is being written (from ``unchanged`` or earlier on); each byte is read
+    once its writer says it is final, and the hash ends where the writer says the file ends.
     Without OpenSSL's functions the whole file is hashed with hashlib and there are none.
     """
     functions = _openssl()
     if functions is None:
-        from errordb.atomic import file_sha256
-
-        return file_sha256(path), []
+        final, whole = -1, written is None
+        while not whole:
+            final, whole = written.wait(final)  # type: ignore[union-attr]
+        plain = hashlib.sha256()
+        with open(path, "rb") as handle:  # to its end, or to where its writer says it ends
+            while (want := _CHUNK if final < 0 else min(_CHUNK, final - handle.tell())) and (chunk := handle.read(want)):
+                plain.update(chunk)
+        return plain.hexdigest(), []
     import ctypes
 
     by_offset = {checkpoint.offset: checkpoint for checkpoint in earlier}
@@ -156,13 +263,25 @@ def checkpointed_sha256(path: Path, earlier: Iterable[Checkpoint] = (), unchange
     hasher = _Sha256(functions, kept[-1].state if kept else None)
     position = kept[-1].offset if kept else 0
     buffer = ctypes.create_string_buffer(_CHUNK)
+    final, whole = (0, False) if written is not None else (-1, True)
     with open(path, "rb", buffering=0) as handle:
         handle.seek(position)
         while True:
+            if position >= final >= 0:
+                if whole:
+                    if position != final:  # it was resumed past the file's end: not this file's hash
+                        raise OSError(f"{path}: shorter than the bytes it was said to share")
+                    break
+                final, whole = written.wait(position)  # type: ignore[union-attr]
+                continue
             # Reads end at each multiple of CHECKPOINT, where the state is saved.
             want = min(_CHUNK, CHECKPOINT - position % CHECKPOINT)
+            if final >= 0:
+                want = min(want, final - position)
             got = handle.readinto(memoryview(buffer)[:want])
             if not got:
+                if final >= 0:
+                    raise OSError(f"{path}: shorter than its writer says")
                 break
             hasher.update(buffer, got)
             position += got

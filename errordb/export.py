@@ -30,7 +30,7 @@ from typing import IO, Any
 from errordb import __version__
 from errordb import export_layout as layout
 from errordb.atomic import remove_path, replaced_dir
-from errordb.digest import Checkpoint
+from errordb.digest import Checkpoint, PublishedFile, Written, checkpointed_sha256
 from errordb.export_bulk import EarlierDownloadError, JsonLinesGzip, RecordDirectory, Segment, StreamingZip, zip_entries
 from errordb.export_layout import Urls
 from errordb.export_listings import Paging, write_listings
@@ -42,13 +42,17 @@ from errordb.export_update import kept_segments, update_records
 
 __all__ = [
     "DEFAULT_PAGE_BYTES", "DEFAULT_PAGE_SIZE", "Downloads", "ExportError", "ExportReport", "SqliteRelease",
-    "PreviousApi", "clear_for_update", "export_api", "export_sqlite", "link_listings", "write_api", "write_api_listings",
+    "ApiUnderway", "PreviousApi", "begin_api", "clear_for_update", "export_api", "export_sqlite", "link_listings", "write_api", "write_api_listings",
 ]  # fmt: skip
 
 #: A page of a listing holds at most this many items ...
 DEFAULT_PAGE_SIZE = 1000
 #: ... and at most this many bytes of item JSON (unless a single item is larger).
 DEFAULT_PAGE_BYTES = 1 << 20
+
+
+#: The bulk downloads, in the order ``version.json`` lists them (hashed by :class:`_Hashes`).
+_DOWNLOADS = (layout.ALL_JSONL, layout.ALL_ZIP)
 
 
 @dataclass
@@ -124,10 +128,33 @@ def write_api(
     written again. Nothing here is atomic: a failure leaves ``out_dir`` half-written (use
     :func:`export_api` for that).
     """
+    with begin_api(
+        db, out_dir, base_url=base_url, page_size=page_size, page_bytes=page_bytes, previous=previous, listings=listings, stale=stale,
+        update_downloads=update_downloads,
+    ) as api:
+        return api.finish()
+
+
+def begin_api(
+    db: Any,
+    out_dir: Path,
+    *,
+    base_url: str = "/",
+    page_size: int = DEFAULT_PAGE_SIZE,
+    page_bytes: int = DEFAULT_PAGE_BYTES,
+    previous: Path | PreviousApi | None = None,
+    listings: bool = True,
+    stale: Collection[str] | None = None,
+    update_downloads: bool = False,
+) -> ApiUnderway:
+    """:func:`write_api` (the same arguments) but for its last step: every file is written but
+    ``version.json``, which waits for the two bulk downloads' SHA-256, still being computed in
+    two threads. The caller may do other work (not with these files), then calls
+    :meth:`ApiUnderway.finish` inside the ``with`` block."""
     if isinstance(previous, Path):
         previous = PreviousApi(previous)
     tree, urls, paging = OutputTree(Path(out_dir)), Urls.for_site(base_url), Paging(page_size, page_bytes)
-    return _write(db, tree, urls, paging, previous=previous, listings=listings, stale=stale, update_downloads=update_downloads)[1]
+    return _begin(db, tree, urls, paging, previous=previous, listings=listings, stale=stale, update_downloads=update_downloads)
 
 
 #: The files of an API that are not listings (its record files aside).
@@ -203,7 +230,8 @@ def export_api(
     try:
         with replaced_dir(out) as staging:
             tree = OutputTree(staging)
-            records, _ = _write(db, tree, urls, paging, progress)
+            with _begin(db, tree, urls, paging, progress) as api:
+                api.finish()
     except sqlite3.DatabaseError as exc:
         # A damaged store: one line, without the damaged text SQLite may quote (the old API stays).
         from errordb.store import unreadable
@@ -212,27 +240,106 @@ def export_api(
         with contextlib.suppress(sqlite3.Error):
             name = getattr(db, "conn", db).execute("PRAGMA database_list").fetchone()[2]
         raise unreadable(name, exc) from None
-    return ExportReport(Path(out), records, tree.files, tree.bytes, time.perf_counter() - started)
+    return ExportReport(Path(out), api.records, tree.files, tree.bytes, time.perf_counter() - started)
 
 
-def _write(
+def _begin(
     db: Any, tree: OutputTree, urls: Urls, paging: Paging, progress: Callable[[int], None] | None = None,
     previous: PreviousApi | None = None, listings: bool = True, stale: Collection[str] | None = None, update_downloads: bool = False,
-) -> tuple[int, Downloads]:
-    """Every file of the API; returns the number of records and what :class:`Downloads` says."""
+) -> ApiUnderway:
+    """Every file of the API but ``version.json`` (see :func:`begin_api`)."""
     from errordb.store import meta
 
-    with _read_snapshot(db):
-        count, segments, unchanged = _write_records(db, tree, progress, previous, stale, update_downloads)
-        if listings:
-            write_listings(db, tree, urls, paging)
-        stats = meta(db)
-    explain = _write_schemas(tree)
-    tree.write_json(layout.OPENAPI, openapi_document(urls, explain_version=explain), pretty=True)
-    earlier = previous.checkpoints if previous is not None and previous.checkpoints else {}
-    downloads, checkpoints = _downloads(tree, urls, {name: (earlier.get(name, []), unchanged[name]) for name in unchanged})
-    tree.write_json(layout.VERSION, _version_info(urls, stats, count, explain, downloads), pretty=True)
-    return count, Downloads(segments, checkpoints)
+    hashes = _Hashes(tree, previous.checkpoints if previous is not None and previous.checkpoints else {})
+    try:
+        with _read_snapshot(db):
+            count, segments = _write_records(db, tree, hashes, progress, previous, stale, update_downloads)
+            if listings:
+                write_listings(db, tree, urls, paging)
+            stats = meta(db)
+        explain = _write_schemas(tree)
+        tree.write_json(layout.OPENAPI, openapi_document(urls, explain_version=explain), pretty=True)
+        version = _version_info(urls, stats, count, explain)
+    except BaseException:
+        hashes.close()
+        raise
+    return ApiUnderway(tree, urls, version, segments, hashes)
+
+
+class _Hashes:
+    """The two bulk downloads' SHA-256, each in a thread of its own (the hashing lets go of the
+    GIL): one follows its writer when the file is a spare's copy updated in place (hashing goes
+    on while the file is being written), else starts once the file is written. Each starts
+    from the last state saved before its first byte that differs from the previous API's
+    download (:mod:`errordb.digest`): at a million records 1.6 GB, 0.7 s hashed whole."""
+
+    def __init__(self, tree: OutputTree, earlier: dict[str, list[Checkpoint]]) -> None:
+        from concurrent.futures import Future, ThreadPoolExecutor
+
+        self._tree, self._earlier = tree, earlier
+        self._pool = ThreadPoolExecutor(max_workers=len(_DOWNLOADS))
+        self._futures: dict[str, Future[tuple[str, list[Checkpoint]]]] = {}
+        self._followed: dict[str, Written] = {}
+
+    def follow(self, name: str, file: IO[bytes]) -> PublishedFile:
+        """``file``, positioned where its writer starts, wrapped to tell the hash what is written."""
+        written = self._followed[name] = Written()
+        self._submit(name, file.tell(), written)
+        return PublishedFile(file, written, file.tell())
+
+    def abandon(self) -> None:
+        """The followed files are to be written again from the start: their hashes stop."""
+        for written in self._followed.values():
+            written.abandon()
+        self._followed.clear()
+
+    def written(self, name: str, size: int, unchanged: int) -> None:
+        """The file ``name`` is written: ``size`` bytes, of which the first ``unchanged`` are the
+        previous API's download's."""
+        if name in self._followed:
+            self._followed[name].complete(size)
+        else:
+            self._submit(name, unchanged)
+
+    def _submit(self, name: str, unchanged: int, written: Written | None = None) -> None:
+        self._futures[name] = self._pool.submit(checkpointed_sha256, self._tree.path(name), self._earlier.get(name, []), unchanged, written)
+
+    def results(self) -> dict[str, tuple[str, list[Checkpoint]]]:
+        """Per download (in the order ``version.json`` lists them), its SHA-256 and checkpoints."""
+        return {name: self._futures[name].result() for name in _DOWNLOADS}
+
+    def close(self) -> None:
+        """Stop and wait for the hashing: a hash still following a writer stops."""
+        self.abandon()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class ApiUnderway:
+    """An API written but for ``version.json`` while its bulk downloads are hashed (:func:`begin_api`).
+
+    Leaving the ``with`` block waits for the hashing threads, finished or not: they read files
+    the caller may delete once it is done with them (after a failure, say)."""
+
+    def __init__(self, tree: OutputTree, urls: Urls, version: dict[str, Any], segments: list[Segment], hashes: _Hashes) -> None:
+        self.records: int = version["recordCount"]
+        self._tree, self._urls, self._version, self._segments, self._hashes = tree, urls, version, segments, hashes
+
+    def __enter__(self) -> ApiUnderway:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._hashes.close()
+
+    def finish(self) -> Downloads:
+        """Wait for the hashes and write ``version.json``; returns what the next build needs to
+        know of the bulk downloads."""
+        hashes = self._hashes.results()
+        self._version["downloads"] = {
+            name: {"url": self._urls.api(name), "bytes": os.path.getsize(self._tree.path(name)), "sha256": digest}
+            for name, (digest, _) in hashes.items()
+        }
+        self._tree.write_json(layout.VERSION, self._version, pretty=True)
+        return Downloads(self._segments, {name: checkpoints for name, (_, checkpoints) in hashes.items()})
 
 
 @contextlib.contextmanager
@@ -250,13 +357,13 @@ def _read_snapshot(db: Any) -> Iterator[None]:
 
 
 def _write_records(
-    db: Any, tree: OutputTree, progress: Callable[[int], None] | None = None, previous: PreviousApi | None = None,
+    db: Any, tree: OutputTree, hashes: _Hashes, progress: Callable[[int], None] | None = None, previous: PreviousApi | None = None,
     stale: Collection[str] | None = None, update_downloads: bool = False,
-) -> tuple[int, list[Segment], dict[str, int]]:
+) -> tuple[int, list[Segment]]:
     """``errors/<id>.json`` and ``errors/<id>`` for each record, and the two bulk files, in one
     pass (with ``stale``, see :func:`write_api`, the record files of the others are there).
-    Returns the number of records, the segments of ``all.jsonl.gz``, and per bulk download how
-    many of its first bytes are the previous API's (see :func:`_downloads`)."""
+    Returns the number of records and the segments of ``all.jsonl.gz``; ``hashes`` hashes the
+    two bulk downloads."""
     with contextlib.ExitStack() as stack:
         old_jsonl, old_zip = _previous_bulk(stack, previous)
         # From a spare, with both earlier downloads: in runs (errordb.export_update), not per record.
@@ -266,6 +373,7 @@ def _write_records(
         if spare is not None:
             jsonl_file, zip_file, done = spare
             entries = sum(segment.count for segment in old_jsonl[1][:done])  # type: ignore[index]
+            jsonl_file, zip_file = hashes.follow(layout.ALL_JSONL, jsonl_file), hashes.follow(layout.ALL_ZIP, zip_file)
         else:
             if update_downloads:  # the spare's, kept for an update that cannot be made: written anew
                 for name in (layout.ALL_JSONL, layout.ALL_ZIP):
@@ -280,6 +388,7 @@ def _write_records(
                 count = update_records(getattr(db, "conn", db), tree, previous.folder, previous.changed, stale, jsonl, old_jsonl[1], archive, directory, progress, done)  # type: ignore
             except EarlierDownloadError:  # not what they say: both downloads again, record by record
                 archive.discard()
+                hashes.abandon()
                 for handle in (jsonl_file, zip_file):
                     handle.seek(0)
                     handle.truncate()
@@ -288,11 +397,12 @@ def _write_records(
             count = _write_each_record(db, tree, progress, previous, stale, jsonl, archive, old_zip)
         jsonl.close()
         archive.close()
-        for handle in (jsonl_file, zip_file):
+        for name, handle, unchanged in ((layout.ALL_JSONL, jsonl_file, jsonl.unchanged), (layout.ALL_ZIP, zip_file, archive.unchanged)):
             handle.truncate()  # an earlier copy updated in place may have been longer
+            hashes.written(name, handle.tell(), unchanged)
     if progress:
         progress(count)
-    return count, jsonl.segments, {layout.ALL_JSONL: jsonl.unchanged, layout.ALL_ZIP: archive.unchanged}
+    return count, jsonl.segments
 
 
 #: Bytes before the first one to be written over that an earlier copy must share with the
@@ -464,7 +574,8 @@ def _explain_result_module() -> Any:
     return result if hasattr(result, "explain_json_schema") else None
 
 
-def _version_info(urls: Urls, stats: dict[str, str], count: int, explain: int | None, downloads: dict[str, Any]) -> dict[str, Any]:
+def _version_info(urls: Urls, stats: dict[str, str], count: int, explain: int | None) -> dict[str, Any]:
+    """``version.json`` but for its ``downloads``, which :meth:`ApiUnderway.finish` fills in."""
     from errordb.schema import SUPPORTED_SCHEMA_VERSIONS
 
     if stats.get("recordCount") not in (None, str(count)):
@@ -480,28 +591,7 @@ def _version_info(urls: Urls, stats: dict[str, str], count: int, explain: int | 
         "contentHash": stats.get("contentHash"),
         "schemaVersion": SUPPORTED_SCHEMA_VERSIONS[-1],
         "errordbVersion": __version__,
-        "downloads": downloads,
+        "downloads": None,
         "schemas": schemas,
     }
 
-
-def _downloads(
-    tree: OutputTree, urls: Urls, earlier: dict[str, tuple[list[Checkpoint], int]]
-) -> tuple[dict[str, Any], dict[str, list[Checkpoint]]]:
-    """Each bulk download's URL, size and SHA-256, and the SHA-256 states saved on the way.
-
-    ``earlier``, per download: the checkpoints of the previous API's, and how many of its first
-    bytes this one shares; hashing starts from the last checkpoint among them (see
-    :mod:`errordb.digest`: at a million records, 1.6 GB hashed whole took 0.67 s a rebuild).
-    The two are hashed side by side (the hashing lets go of the GIL)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from errordb.digest import checkpointed_sha256
-
-    names = (layout.ALL_JSONL, layout.ALL_ZIP)
-    with ThreadPoolExecutor(max_workers=len(names)) as pool:
-        hashes = list(pool.map(lambda name: checkpointed_sha256(tree.path(name), *earlier.get(name, ([], 0))), names))
-    downloads = {
-        name: {"url": urls.api(name), "bytes": os.path.getsize(tree.path(name)), "sha256": digest} for name, (digest, _) in zip(names, hashes)
-    }
-    return downloads, {name: checkpoints for name, (_, checkpoints) in zip(names, hashes)}

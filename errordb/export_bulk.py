@@ -187,12 +187,17 @@ def copy_range(source: IO[bytes], start: int, length: int, out: IO[bytes]) -> in
         out.flush()
         position = out.tell()
         copied = 0
+        # A hash following ``out``'s writer is told of each piece as it is copied.
+        published = getattr(out, "published", None)
+        piece = length if published is None else _PUBLISHED_PIECE
         try:
             while copied < length:
-                step = copy(ends[0], ends[1], length - copied, start + copied, position + copied)
+                step = copy(ends[0], ends[1], min(length - copied, piece), start + copied, position + copied)
                 if not step:
                     break  # the source ended
                 copied += step
+                if published is not None:
+                    published(position + copied)
         except OSError:
             # Not between these two files (another file system, an old kernel): bytes by bytes
             # after what was copied (written at the explicit offsets, so the position is unmoved).
@@ -201,6 +206,11 @@ def copy_range(source: IO[bytes], start: int, length: int, out: IO[bytes]) -> in
         out.seek(position + copied)
         return copied
     return _read_write(source, start, length, out)
+
+
+#: Bytes copied between two reports to a hash that follows the writer
+#: (:class:`errordb.digest.PublishedFile`).
+_PUBLISHED_PIECE = 32 << 20
 
 
 def _read_write(source: IO[bytes], start: int, length: int, out: IO[bytes]) -> int:

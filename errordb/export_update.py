@@ -110,13 +110,14 @@ class _Walk:
         self.count += segment.count
 
     def end_run(self) -> None:
-        """Copy the runs of segments and entries passed so far."""
-        if self.segments:
-            self.jsonl.copy_segments(self.segments)
-            self.segments = []
+        """Copy the runs of segments and entries passed so far (the archive's first: its hash,
+        the longer, may follow the copy, see :class:`errordb.export._Hashes`)."""
         if self.run is not None:
             self.archive.copy_run(self.directory, self.run, self.entry)
             self.run = None
+        if self.segments:
+            self.jsonl.copy_segments(self.segments)
+            self.segments = []
 
     def remake(self, low: str | None, high: str | None) -> None:
         """The records in (``low``, ``high``], one by one, as a full export adds them (the

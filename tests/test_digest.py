@@ -81,3 +81,78 @@ def test_functions_that_hash_wrongly_fail_the_self_test():
     init, update, final = functions
     assert not digest._self_test((init, lambda context, data, length: update(context, data, max(0, length - 1)), final))
     assert not digest._self_test((lambda context: 0, update, final))
+
+
+def _follow(path, written, *args):
+    """checkpointed_sha256 following ``written`` in a thread; returns a function giving its result."""
+    import threading
+
+    result: dict = {}
+
+    def run():
+        try:
+            result["value"] = checkpointed_sha256(path, *args, written=written)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            result["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+
+    def joined():
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "the hash did not end"
+        if "error" in result:
+            raise result["error"]
+        return result["value"]
+
+    return joined
+
+
+@pytest.mark.parametrize("openssl", [True, False])
+def test_a_hash_that_follows_the_writer_reads_only_what_it_is_told_is_final(tmp_path, small_checkpoints, monkeypatch, openssl):
+    if not openssl:
+        monkeypatch.setattr(digest, "_openssl", lambda: None)
+    old = os.urandom(6 * 4096)
+    new = old[:5000] + os.urandom(3 * 4096 + 11)  # shorter: the old file's tail is not the new one's
+    (tmp_path / "f").write_bytes(old)
+    _, earlier = checkpointed_sha256(tmp_path / "f")
+    written = digest.Written()
+    result = _follow(tmp_path / "f", written, earlier, 5000)
+    with open(tmp_path / "f", "r+b") as handle:
+        handle.seek(5000)
+        written.advance(5000)
+        for start in range(5000, len(new), 3000):
+            # Garbage first where the writer is about to write: a hash that read ahead would see it.
+            handle.write(b"\0" * 3000)
+            handle.flush()
+            handle.seek(start)
+            handle.write(new[start : start + 3000])
+            handle.flush()
+            written.advance(min(start + 3000, len(new)))
+        handle.truncate(len(new) + 100)  # longer than the file it says it wrote
+        written.complete(len(new))
+    found, checkpoints = result()
+    assert found == hashlib.sha256(new).hexdigest()
+    if openssl:
+        assert checkpoints == checkpointed_sha256(tmp_path / "f")[1][: len(new) // 4096]
+
+
+def test_a_hash_whose_writer_gives_up_stops(tmp_path, small_checkpoints):
+    (tmp_path / "f").write_bytes(os.urandom(3 * 4096))
+    written = digest.Written()
+    result = _follow(tmp_path / "f", written)
+    written.advance(4096)
+    written.abandon()
+    with pytest.raises(digest.Abandoned):
+        result()
+
+
+def test_a_hash_resumed_past_the_end_of_the_file_it_follows_fails(tmp_path, small_checkpoints):
+    data = os.urandom(3 * 4096)
+    (tmp_path / "f").write_bytes(data)
+    _, earlier = checkpointed_sha256(tmp_path / "f")
+    written = digest.Written()
+    result = _follow(tmp_path / "f", written, earlier, 2 * 4096)
+    written.complete(4096 + 10)  # said to share 8 KiB, but only 4 KiB and 10 bytes long
+    with pytest.raises(OSError, match="shorter"):
+        result()

@@ -283,9 +283,11 @@ def test_a_spares_downloads_are_updated_in_place_from_the_first_stale_record(tmp
     api = spare
     before = {name: (api / name).stat() for name in ("all.jsonl.gz", "all.zip")}
     clear_for_update(api, stale, keep_downloads=True)
-    made, starts, in_place = [], [], []
+    made, starts, in_place, followed = [], [], [], []
     compressor, hasher, spare_downloads = zlib.compressobj, digest._Sha256, export._spare_downloads
+    follow = export._Hashes.follow
     with monkeypatch.context() as patch:
+        patch.setattr(export._Hashes, "follow", lambda self, name, file: followed.append(name) or follow(self, name, file))
         patch.setattr(zlib, "compressobj", lambda *args: made.append(args) or compressor(*args))
         patch.setattr(digest, "_Sha256", lambda functions, state=None: starts.append(state) or hasher(functions, state))
         patch.setattr(export, "_spare_downloads", lambda *args: (found := spare_downloads(*args), in_place.append(found is not None))[0])
@@ -304,8 +306,29 @@ def test_a_spares_downloads_are_updated_in_place_from_the_first_stale_record(tmp
     # Only the record edited since the previous API has its segment and entry compressed
     # again; the one edited before it is copied from the previous API's downloads.
     assert made.count((6, 8, -15)) == 2
-    # Each download hashed from a saved state when the first change is past the first checkpoint.
+    # Each download hashed from a saved state when the first change is past the first checkpoint,
+    # following its writer.
     assert len(starts) == 2 and (all(starts) or edits[0] == 0 or edits[1] == 0)
+    assert sorted(followed) == sorted(written.checkpoints)
+
+
+def test_a_spares_update_that_finds_the_previous_downloads_damaged_hashes_them_anew(tmp_path, generated, monkeypatch):
+    monkeypatch.setattr(export_bulk, "SEGMENT_MOST", 16)
+    spare, previous, downloads, changed, stale = _three_versions(tmp_path, generated, (100, 110))
+    with open(previous / "all.zip", "r+b") as handle:  # the end of the run copied after the change
+        directory = export_bulk.RecordDirectory.read(handle)
+        handle.seek(directory.entry(directory.count - 1).offset)
+        handle.write(b"XX")
+    clear_for_update(spare, stale, keep_downloads=True)
+    each, hashed, one_by_one, hashes = export._write_each_record, export.checkpointed_sha256, [], []
+    monkeypatch.setattr(export, "_write_each_record", lambda *args: one_by_one.append(1) or each(*args))
+    monkeypatch.setattr(export, "checkpointed_sha256", lambda path, earlier, unchanged, written: hashes.append(written is not None) or hashed(path, earlier, unchanged, written))
+    _export_into(tmp_path / "errordb.db", spare, PreviousApi(previous, changed, downloads.segments, downloads.checkpoints), stale, update_downloads=True)
+    # The two hashes that followed the update in place gave up; both files were hashed once written again.
+    assert one_by_one == [1] and hashes == [True, True, False, False]
+    full = tmp_path / "full"
+    _api_of(tmp_path / "errordb.db", full)
+    assert tree_bytes(spare) == tree_bytes(full)  # version.json's SHA-256s among them
 
 
 @pytest.mark.parametrize("link", ["hard", "symbolic"])

@@ -539,7 +539,7 @@ def test_the_manifests_hash_is_resumed_from_the_states_saved_by_the_build_before
     monkeypatch.setattr(digest, "CHECKPOINT", 1024)  # a small site's manifest: several states
     hashed = []
     checkpointed = digest.checkpointed_sha256
-    monkeypatch.setattr(digest, "checkpointed_sha256", lambda path, earlier=(), unchanged=0: hashed.append((Path(path).name, list(earlier), unchanged)) or checkpointed(path, earlier, unchanged))
+    monkeypatch.setattr(digest, "checkpointed_sha256", lambda path, earlier=(), unchanged=0, written=None: hashed.append((Path(path).name, list(earlier), unchanged)) or checkpointed(path, earlier, unchanged, written))
     from errordb import export_bulk
 
     copies = []  # the copies into the manifest
@@ -561,6 +561,47 @@ def test_the_manifests_hash_is_resumed_from_the_states_saved_by_the_build_before
     ((_, earlier, unchanged),) = [call for call in hashed if call[0] == f"{MANIFEST}.new"]
     assert earlier and unchanged > 2 * 1024  # resumed past the first states
     assert len(copies) == 2  # the untouched tasks' lines before the middle one's, and after it
+
+
+def test_a_rebuild_that_fails_while_its_hashes_follow_the_writing_ends_and_changes_nothing(base, tmp_path, monkeypatch):
+    import threading
+
+    from errordb import site
+
+    envelopes, db, out = _copy(base, tmp_path)
+    middle = sorted(envelopes, key=lambda envelope: envelope["record"]["id"])[len(envelopes) // 2]["record"]
+    for step in (1, 2):  # then the site has a spare, whose downloads and manifest are updated in place
+        middle["documentation"] += f" Edited in build {step}."
+        ingest([_write(envelopes, tmp_path / f"build-{step}")], db)
+        build_site(db, out, incremental=True, jobs=1)
+    before = tree_bytes(out)
+    middle["documentation"] += " Edited in build 3."
+    ingest([_write(envelopes, tmp_path / "build-3")], db)
+    line = site._manifest_line
+    lines: list[str] = []
+
+    def failing(entry):  # the manifest's second line written, once its hash follows the writing
+        lines.append(line(entry))
+        if len(lines) == 2:
+            raise RuntimeError("disk on fire")
+        return lines[-1]
+
+    monkeypatch.setattr(site, "_manifest_line", failing)
+    outcome: list[BaseException | None] = []
+
+    def build():
+        try:
+            build_site(db, out, incremental=True, jobs=1)
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            outcome.append(exc)
+
+    thread = threading.Thread(target=build, daemon=True)
+    thread.start()
+    thread.join(timeout=120)
+    assert not thread.is_alive(), "the build hung"
+    assert isinstance(outcome[0], RuntimeError)
+    assert tree_bytes(out) == before
 
 
 def _record_task(db: Path, record_id: str) -> tuple:

@@ -7,9 +7,11 @@ database, as a hand edit (or a compromised pipeline) could: script tags, event h
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from helpers import BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR
@@ -81,7 +83,8 @@ def dot_dot_site(clean_db, tmp_path_factory) -> Path:
     db = hostile_copy(clean_db, folder, **DOT_DOT)
     out = folder / "out" / "site"
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("errordb.site._write_api", lambda *args, **kwargs: Downloads([], {}))  # no API: no bulk segments
+        no_api = SimpleNamespace(finish=lambda: Downloads([], {}))  # no API: no bulk segments
+        patch.setattr("errordb.site._write_api", lambda *args, **kwargs: contextlib.nullcontext(no_api))
         build_site(db, out)
     return out
 
