@@ -51,7 +51,7 @@ DEFAULT_PAGE_SIZE = 1000
 DEFAULT_PAGE_BYTES = 1 << 20
 
 
-#: The bulk downloads, in the order ``version.json`` lists them (hashed by :class:`_Hashes`).
+#: The bulk downloads, in the order ``version.json`` lists them.
 _DOWNLOADS = (layout.ALL_JSONL, layout.ALL_ZIP)
 
 
@@ -191,7 +191,7 @@ def clear_for_update(root: Path, stale: Collection[str], keep_listings: bool = F
     (given the same ``stale``, and ``listings=False`` with ``keep_listings``) writes only the rest.
     ``keep_downloads``: the two bulk downloads stay too, for :func:`write_api`'s ``update_downloads``."""
     for entry in sorted(root.iterdir()):
-        if keep_downloads and entry.name in (layout.ALL_JSONL, layout.ALL_ZIP) and not entry.is_symlink():
+        if keep_downloads and entry.name in _DOWNLOADS and not entry.is_symlink():
             continue
         if entry.name != "errors" or entry.is_symlink() or not entry.is_dir():
             if not keep_listings or entry.name in _NOT_LISTINGS or entry.is_symlink():
@@ -376,7 +376,7 @@ def _write_records(
             jsonl_file, zip_file = hashes.follow(layout.ALL_JSONL, jsonl_file), hashes.follow(layout.ALL_ZIP, zip_file)
         else:
             if update_downloads:  # the spare's, kept for an update that cannot be made: written anew
-                for name in (layout.ALL_JSONL, layout.ALL_ZIP):
+                for name in _DOWNLOADS:
                     tree.path(name).unlink(missing_ok=True)
             jsonl_file, zip_file = stack.enter_context(tree.open(layout.ALL_JSONL)), stack.enter_context(tree.open(layout.ALL_ZIP))
             done = entries = 0
@@ -485,7 +485,7 @@ def _previous_bulk(stack: contextlib.ExitStack, previous: PreviousApi | None) ->
     if previous is None or previous.changed is None:
         return None, None
     files = []
-    for name in (layout.ALL_JSONL, layout.ALL_ZIP):
+    for name in _DOWNLOADS:
         path = previous.folder / name
         try:
             files.append(stack.enter_context(open(path, "rb")) if path.is_file() and not path.is_symlink() else None)
