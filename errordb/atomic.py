@@ -214,12 +214,16 @@ def process_alive(pid: int) -> bool:
     return True
 
 
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of the file at ``path``, read a megabyte at a time."""
+def file_sha256(path: Path, length: int | None = None) -> str:
+    """The SHA-256 of the file at ``path`` (of its first ``length`` bytes, if given), read a
+    megabyte at a time."""
     digest = hashlib.sha256()
+    remaining = length
     with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
+        while remaining != 0 and (chunk := handle.read(1 << 20 if remaining is None else min(1 << 20, remaining))):
             digest.update(chunk)
+            if remaining is not None:
+                remaining -= len(chunk)
     return digest.hexdigest()
 
 

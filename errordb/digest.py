@@ -243,14 +243,14 @@ def checkpointed_sha256(
     """
     functions = _openssl()
     if functions is None:
-        final, whole = -1, written is None
+        from errordb.atomic import file_sha256
+
+        if written is None:
+            return file_sha256(path), []
+        final, whole = -1, False
         while not whole:
-            final, whole = written.wait(final)  # type: ignore[union-attr]
-        plain = hashlib.sha256()
-        with open(path, "rb") as handle:  # to its end, or to where its writer says it ends
-            while (want := _CHUNK if final < 0 else min(_CHUNK, final - handle.tell())) and (chunk := handle.read(want)):
-                plain.update(chunk)
-        return plain.hexdigest(), []
+            final, whole = written.wait(final)
+        return file_sha256(path, final), []  # to where its writer says the file ends
     import ctypes
 
     by_offset = {checkpoint.offset: checkpoint for checkpoint in earlier}
