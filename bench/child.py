@@ -1,10 +1,12 @@
 """The benchmark stages that run in a process of their own, so that their peak memory is theirs.
 
+    python bench/child.py RESULT.json ingest RECORDS.jsonl DB FAMILIES.toml
     python bench/child.py RESULT.json build DB OUT
     python bench/child.py RESULT.json rebuild DB OUT CHANGED.jsonl FAMILIES.toml
     python bench/child.py RESULT.json export DB OUT
     python bench/child.py RESULT.json bare-site RECORDS.jsonl OUT
     python bench/child.py RESULT.json bare-export RECORDS.jsonl OUT
+    python bench/child.py RESULT.json bare-ingest RECORDS.jsonl DB records|every
 
 bench/run.py starts each through its small measuring wrapper (a process forked from the large
 benchmark process would count the benchmark's pages as its own). Each stage writes a JSON object
@@ -12,8 +14,9 @@ to RESULT.json: its own timings and counts, and the peak memory of this process 
 children (``ru_maxrss`` of ``RUSAGE_SELF`` and ``RUSAGE_CHILDREN``, in kilobytes; the latter is
 the largest single child, e.g. one worker of the site build's process pool).
 
-Only errordb's public functions are used (``errordb.site.build_site``,
-``errordb.store.ingest``, ``errordb.export.export_api``, as ``errordb export`` calls it); the two *bare* stages are the baselines and use no errordb code.
+Only errordb's public functions are used (``errordb.store.ingest``, ``errordb.site.build_site``,
+``errordb.export.export_api``, as ``errordb export`` calls it); the *bare* stages are the
+baselines and use no errordb code.
 """
 
 from __future__ import annotations
@@ -57,6 +60,63 @@ def _records(jsonl: Path):
     with jsonl.open(encoding="utf-8") as handle:
         for line in handle:
             yield json.loads(line)["record"]
+
+
+def ingest(jsonl: str, db: str, families: str) -> dict:
+    """A first ingest of every record into a new store (validation and normalisation included)."""
+    from errordb.store import ingest
+    from errordb.workers import worker_count
+
+    report = ingest([jsonl], db, families_path=families)
+    return {"seconds": report.seconds, "records": report.added, "workers": worker_count()}
+
+
+def bare_ingest(jsonl: str, db: str, rows: str) -> dict:
+    """The ingest's baseline: plain ``sqlite3`` ``executemany`` of the records' rows, 2,000 records
+    a call, in one transaction, in the file's order.
+
+    ``records``: each record's scalar fields as one row of one table (primary key ``id``).
+    ``every``: also every other row an ingest stores from a record, in tables keyed as the
+    store's are: a row per solution, prevention tip and tag, and the repository's and the tags'
+    own rows (``INSERT OR IGNORE``). Left out, because only errordb computes them: the derived
+    columns (content hash, enclosing function, index word), the words' counts and the full-text
+    indexes.
+    """
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    columns = [name for name, value in next(_records(Path(jsonl))).items() if not isinstance(value, list)]
+    conn.execute(f"CREATE TABLE records ({', '.join(columns)}, PRIMARY KEY (id))")
+    record_sql = f"INSERT INTO records VALUES ({', '.join('?' * len(columns))})"
+    lists = {"solutions": "solutions", "prevention_tips": "preventionTips", "record_tags": "tags"} if rows == "every" else {}
+    for table in lists:
+        conn.execute(f"CREATE TABLE {table} (record_id, position, text, PRIMARY KEY (record_id, position))")
+    if lists:
+        conn.execute("CREATE TABLE repos (id PRIMARY KEY)")
+        conn.execute("CREATE TABLE tags (name PRIMARY KEY)")
+
+    def write(batch: list[dict]) -> None:
+        conn.executemany(record_sql, [[record[c] for c in columns] for record in batch])
+        for table, field in lists.items():
+            conn.executemany(f"INSERT INTO {table} VALUES (?, ?, ?)", [(r["id"], i, text) for r in batch for i, text in enumerate(r[field])])
+        if lists:
+            conn.executemany("INSERT OR IGNORE INTO repos VALUES (?)", [(r["repo"],) for r in batch])
+            conn.executemany("INSERT OR IGNORE INTO tags VALUES (?)", [(tag,) for r in batch for tag in r["tags"]])
+
+    started = time.perf_counter()
+    count = 0
+    batch = []
+    for record in _records(Path(jsonl)):
+        batch.append(record)
+        if len(batch) == 2000:
+            write(batch)
+            count += len(batch)
+            batch = []
+    write(batch)
+    count += len(batch)
+    conn.commit()
+    conn.close()
+    return {"seconds": time.perf_counter() - started, "records": count}
 
 
 def build(db: str, out: str) -> dict:
@@ -121,7 +181,7 @@ def bare_export(jsonl: str, out: str) -> dict:
     return {"seconds": time.perf_counter() - started, "records": count}
 
 
-STAGES = {"build": build, "rebuild": rebuild, "export": export, "bare-site": bare_site, "bare-export": bare_export}
+STAGES = {"ingest": ingest, "bare-ingest": bare_ingest, "build": build, "rebuild": rebuild, "export": export, "bare-site": bare_site, "bare-export": bare_export}
 
 
 def main(argv: list[str]) -> None:
