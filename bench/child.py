@@ -64,10 +64,10 @@ def _records(jsonl: Path):
 
 def ingest(jsonl: str, db: str, families: str) -> dict:
     """A first ingest of every record into a new store (validation and normalisation included)."""
-    from errordb.store import ingest
+    from errordb.store import ingest as ingest_records
     from errordb.workers import worker_count
 
-    report = ingest([jsonl], db, families_path=families)
+    report = ingest_records([jsonl], db, families_path=families)
     return {"seconds": report.seconds, "records": report.added, "workers": worker_count()}
 
 
