@@ -31,8 +31,8 @@ Ingest, its baselines, the site build and export run in processes of their own
 (bench/child.py), started through a small wrapper so that their peak memory is theirs.
 ``--skip`` leaves stages out, and ``--site-max`` builds the site only up to a size; the site
 stages are also skipped, with the reason in the table, when the disk could not hold the site
-(estimated from the bytes per record of the last site built in the run). What a stage writes is moved to a trash folder under
-``--work`` and deleted when the run ends, not between stages.
+(estimated from the bytes per record of the last site built in the run). What a stage writes
+is moved to a trash folder under ``--work`` and deleted when the run ends, not between stages.
 
 Machines are noisy (2 cores here): the ratios are what to read, not the absolute times.
 ``--check`` turns it into a regression guard that fails only when a ratio is far outside its
