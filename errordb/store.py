@@ -460,13 +460,19 @@ def ingest(
     return report
 
 
-#: Page cache of the ingest's connection, for the store and again for its temporary tables
-#: (KiB, SQLite's negative form): the indexes on random keys (slug, matchKey, filePath…) are
-#: written all over the file, and SQLite's default 2 MB
-#: makes a large ingest re-read the same pages. Memory stays bounded by it. 256 MB stored a
-#: million records' rows 30% faster, but the whole ingest only ~4% (one run each, within the
-#: noise) for ~190 MB more: not worth it (bench/RESULTS.md).
+#: Page cache of the ingest's connection for the store (KiB, SQLite's negative form): the
+#: indexes on random keys (slug, matchKey, filePath…) are written all over the file, and
+#: SQLite's default 2 MB makes a large ingest re-read the same pages. It also bounds each sort
+#: of a deferred CREATE INDEX. 256 MB stored a million records' rows 30% faster, but the whole
+#: ingest only ~4% (one run each, within the noise) for ~190 MB more: not worth it
+#: (bench/RESULTS.md).
 INGEST_CACHE_KIB = 65536
+
+#: Page cache of the ingest's temporary tables (KiB). Staging appends, which needs few pages;
+#: reading the staged rows back in id order jumps all over them, so a larger cache hardly ever
+#: hits (64 MB holds 2% of a million records' staged rows). 8 MB instead of 64 MB: the same
+#: speed, and 56-66 MB less at 100k-1M (bench/RESULTS.md).
+STAGING_CACHE_KIB = 8192
 
 
 #: Page size of the ingest's temporary tables (SQLite's default is 4 KiB). Staging writes and
@@ -481,7 +487,7 @@ def _tune_for_bulk_writes(db: sqlite_utils.Database) -> None:
     db.execute(f"PRAGMA cache_size = -{INGEST_CACHE_KIB}")
     # Before the first temporary table, which creates the temporary database with this page size.
     db.execute(f"PRAGMA temp.page_size = {STAGING_PAGE_SIZE}")
-    db.execute(f"PRAGMA temp.cache_size = -{INGEST_CACHE_KIB}")
+    db.execute(f"PRAGMA temp.cache_size = -{STAGING_CACHE_KIB}")
 
 
 def _batches(items: Iterator[Prepared], size: int) -> Iterator[list[Prepared]]:
