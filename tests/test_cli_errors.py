@@ -38,7 +38,19 @@ def bad_databases(tmp_path):
     conn.execute("CREATE TABLE other (x)")
     conn.commit()
     conn.close()
-    return {"garbage": garbage, "foreign": foreign, "missing": tmp_path / "missing.db"}
+    return {"garbage": garbage, "foreign": foreign, "missing": tmp_path / "missing.db", "damaged schema": damaged_schema(tmp_path / "damaged.db")}
+
+
+def damaged_schema(path):
+    """A store whose schema's text holds a byte that is not UTF-8: SQLite's error message then
+    quotes it, and Python's sqlite3 raises UnicodeDecodeError instead of an sqlite3.Error."""
+    ingest(None, path)
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA writable_schema = ON")
+    with conn:
+        conn.execute("UPDATE sqlite_master SET sql = CAST(x'435245415445205441424c45207461677320ff287829' AS TEXT) WHERE name = 'tags'")
+    conn.close()
+    return path
 
 
 def invoke(args, env=None):
@@ -55,7 +67,7 @@ def assert_one_line_error(result, *needles, code=2):
 
 
 @pytest.mark.parametrize("command", sorted(DB_COMMANDS))
-@pytest.mark.parametrize("kind", ["garbage", "foreign", "missing"])
+@pytest.mark.parametrize("kind", ["garbage", "foreign", "missing", "damaged schema"])
 def test_a_bad_db_is_one_line_naming_the_file(tmp_path, command, kind):
     if command == "ingest" and kind == "missing":
         pytest.skip("ingest creates a missing database")

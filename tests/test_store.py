@@ -290,9 +290,32 @@ def test_a_new_store_is_built_beside_its_name_and_appears_complete(tmp_path, rec
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new.db", "records"]
     conn = sqlite3.connect(target)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # as connect() makes new files
+    assert conn.execute("PRAGMA page_size").fetchone()[0] == store.STORE_PAGE_SIZE != 4096
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
     assert {env.record.id for env in iter_envelopes(connect(target))} == set(ALL_IDS)
+
+
+def test_a_store_keeps_the_page_size_it_was_made_with(tmp_path, records):
+    import errordb.store as store
+
+    made = connect(tmp_path / "made.db")  # as `errordb` makes an empty store
+    store.ensure_schema(made)
+    made.close()
+    older = tmp_path / "older.db"  # a store made before errordb chose its page size
+    conn = sqlite3.connect(older)
+    conn.execute("PRAGMA page_size = 4096")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.close()
+    made = connect(older)
+    store.ensure_schema(made)
+    made.close()
+    for path, size in ((tmp_path / "made.db", store.STORE_PAGE_SIZE), (older, 4096)):
+        ingest([records], path)
+        conn = sqlite3.connect(path)
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == size, path.name
+        assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == len(ALL_IDS)
+        conn.close()
 
 
 def test_an_ingest_into_an_empty_store_builds_the_same_indexes(tmp_path, records):
@@ -376,6 +399,23 @@ def test_embedded_default_rebuilds_a_corrupt_cache(tmp_path, monkeypatch):
     path = default_db_path()
     path.write_bytes(b"this is not sqlite" * 100)
     assert default_db_path() == path
+    assert connect(path)["records"].count == 3
+
+
+def test_embedded_default_rebuilds_a_cache_whose_schema_text_is_damaged(tmp_path, monkeypatch):
+    # A damaged byte in the schema's text makes SQLite's error message invalid UTF-8, and
+    # Python's sqlite3 then raises UnicodeDecodeError, not sqlite3.Error.
+    monkeypatch.setenv("ERRORDB_CACHE", str(tmp_path / "c"))
+    path = default_db_path()
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA writable_schema = ON")
+    with conn:
+        conn.execute("UPDATE sqlite_master SET sql = CAST(x'435245415445205441424c45207461677320ff287829' AS TEXT) WHERE name = 'tags'")
+    conn.close()
+    with pytest.raises(UnicodeDecodeError):
+        sqlite3.connect(path).execute("PRAGMA quick_check").fetchone()
+    assert default_db_path() == path
+    assert meta(open_db(path))["storeVersion"] == "3"
     assert connect(path)["records"].count == 3
 
 

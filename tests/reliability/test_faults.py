@@ -501,7 +501,8 @@ def test_a_full_disk_simulated(data, tmp_path, monkeypatch):
 
 def _damage(path: Path, how: str, rng: random.Random) -> None:
     raw = bytearray(path.read_bytes())
-    page = 4096
+    page = int.from_bytes(raw[16:18], "big")  # the header's page size...
+    page = 65536 if page == 1 else page  # ... where 1 stands for 65536
     if how == "truncated":
         del raw[len(raw) // 2 :]
     elif how == "zeroed pages":
