@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import sqlite3
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,3 +40,14 @@ def write_envelope(folder: Path, data: dict, name: str | None = None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
     return path
+
+
+def damage_schema_text(path) -> None:
+    """Put a byte that is not UTF-8 into the schema text of the store at ``path`` (its ``tags``
+    table): SQLite's error message then quotes it, and Python's sqlite3 raises
+    UnicodeDecodeError instead of an sqlite3.Error."""
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA writable_schema = ON")
+    with conn:
+        conn.execute("UPDATE sqlite_master SET sql = CAST(x'435245415445205441424c45207461677320ff287829' AS TEXT) WHERE name = 'tags'")
+    conn.close()

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-from helpers import KIMI_PP_ERROR
+from helpers import KIMI_PP_ERROR, damage_schema_text
 
 from errordb.cli import cli
 from errordb.store import ingest
@@ -42,14 +42,9 @@ def bad_databases(tmp_path):
 
 
 def damaged_schema(path):
-    """A store whose schema's text holds a byte that is not UTF-8: SQLite's error message then
-    quotes it, and Python's sqlite3 raises UnicodeDecodeError instead of an sqlite3.Error."""
+    """A store whose schema's text holds a byte that is not UTF-8."""
     ingest(None, path)
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA writable_schema = ON")
-    with conn:
-        conn.execute("UPDATE sqlite_master SET sql = CAST(x'435245415445205441424c45207461677320ff287829' AS TEXT) WHERE name = 'tags'")
-    conn.close()
+    damage_schema_text(path)
     return path
 
 

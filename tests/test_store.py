@@ -10,7 +10,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from helpers import ALL_IDS, BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR, RECORDS, copy_records, envelope, record_file, write_envelope
+from helpers import ALL_IDS, BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR, RECORDS, copy_records, damage_schema_text, envelope, record_file, write_envelope
 
 from errordb.errors import RecordError
 from errordb.schema import canonical_json
@@ -403,15 +403,9 @@ def test_embedded_default_rebuilds_a_corrupt_cache(tmp_path, monkeypatch):
 
 
 def test_embedded_default_rebuilds_a_cache_whose_schema_text_is_damaged(tmp_path, monkeypatch):
-    # A damaged byte in the schema's text makes SQLite's error message invalid UTF-8, and
-    # Python's sqlite3 then raises UnicodeDecodeError, not sqlite3.Error.
     monkeypatch.setenv("ERRORDB_CACHE", str(tmp_path / "c"))
     path = default_db_path()
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA writable_schema = ON")
-    with conn:
-        conn.execute("UPDATE sqlite_master SET sql = CAST(x'435245415445205441424c45207461677320ff287829' AS TEXT) WHERE name = 'tags'")
-    conn.close()
+    damage_schema_text(path)
     with pytest.raises(UnicodeDecodeError):
         sqlite3.connect(path).execute("PRAGMA quick_check").fetchone()
     assert default_db_path() == path
