@@ -402,6 +402,37 @@ def test_embedded_default_rebuilds_a_corrupt_cache(tmp_path, monkeypatch):
     assert connect(path)["records"].count == 3
 
 
+def test_embedded_default_rebuilds_a_cache_whose_record_text_is_damaged(tmp_path, monkeypatch):
+    # One byte of a record's text changed: SQLite's own checks cannot see it (they check the
+    # file's structure), and the store would answer with the wrong text.
+    monkeypatch.setenv("ERRORDB_CACHE", str(tmp_path / "c"))
+    path = default_db_path()
+    text = open_db(path).execute("SELECT documentation FROM records WHERE id = ?", [KIMI_PP_ERROR]).fetchone()[0]
+    raw = bytearray(path.read_bytes())
+    at = raw.index(text.encode("utf-8")) + 10
+    raw[at] = ord("#") if raw[at] != ord("#") else ord("%")
+    path.write_bytes(bytes(raw))
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+    assert conn.execute("SELECT documentation FROM records WHERE id = ?", [KIMI_PP_ERROR]).fetchone()[0] != text
+    conn.close()
+    assert default_db_path() == path
+    assert open_db(path).execute("SELECT documentation FROM records WHERE id = ?", [KIMI_PP_ERROR]).fetchone()[0] == text
+
+
+def test_embedded_default_without_its_digest_is_rebuilt(tmp_path, monkeypatch):
+    # As one built before errordb kept the digest is: its bytes cannot be vouched for.
+    monkeypatch.setenv("ERRORDB_CACHE", str(tmp_path / "c"))
+    path = default_db_path()
+    digest = path.with_name(path.name + ".sha256")
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name, digest.name]
+    digest.unlink()
+    stamp = path.stat().st_mtime_ns
+    os.utime(path, ns=(stamp - 10**9, stamp - 10**9))
+    assert default_db_path() == path and digest.exists()
+    assert path.stat().st_mtime_ns != stamp - 10**9  # a new file
+
+
 def test_embedded_default_rebuilds_a_cache_whose_schema_text_is_damaged(tmp_path, monkeypatch):
     monkeypatch.setenv("ERRORDB_CACHE", str(tmp_path / "c"))
     path = default_db_path()
