@@ -59,14 +59,42 @@ class LoadedRecord:
 
 
 def record_files(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Path]:
-    """Every record file under ``paths`` (files as given, folders walked in sorted order)."""
-    for path in map(Path, paths):
+    """Every record file under ``paths`` (files as given, folders walked in sorted order).
+
+    A path given twice, or inside a folder also given, is read once: its records are not
+    duplicates of themselves.
+    """
+    for path in _distinct(list(map(Path, paths))):
         if path.is_dir():
             yield from _walk(path)
         elif path.exists():
             yield path
         else:
             raise RecordError(_name(path), None, None, "no such file or folder")
+
+
+def _distinct(paths: list[Path]) -> list[Path]:
+    """``paths`` without repeats, and without those a folder among them already walks to."""
+    resolved = [path.resolve() for path in paths]
+    folders = [where for where, path in zip(resolved, paths) if path.is_dir()]
+    kept: list[Path] = []
+    taken: set[Path] = set()
+    for path, where in zip(paths, resolved):
+        if where in taken or any(_walks_to(folder, where) for folder in folders):
+            continue
+        taken.add(where)
+        kept.append(path)
+    return kept
+
+
+def _walks_to(folder: Path, target: Path) -> bool:
+    """Whether :func:`_walk` of ``folder`` reaches ``target`` (both resolved, so no symlinks)."""
+    if target == folder or folder not in target.parents:
+        return False
+    *folders, name = target.relative_to(folder).parts
+    if any(part.startswith((".", "_")) or part in NON_RECORD_DIRS for part in folders) or name.startswith((".", "_")):
+        return False
+    return name not in NON_RECORD_DIRS if target.is_dir() else name.endswith(RECORD_SUFFIXES)
 
 
 def _walk(folder: Path) -> Iterator[Path]:

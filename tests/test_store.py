@@ -168,6 +168,21 @@ def test_duplicate_id_across_files_is_refused(records, db_path):
     assert file_digest(db_path) == before
 
 
+def test_a_file_named_twice_or_inside_a_folder_named_is_read_once(records, tmp_path):
+    one = record_file(KIMI_PP_ERROR).relative_to(RECORDS)
+    folder = records / one.parent
+    report = ingest([records / one, folder, records, records, folder / ".." / one.parent.name / one.name], tmp_path / "once.db")
+    assert (report.added, report.total) == (len(ALL_IDS), len(ALL_IDS))
+
+
+def test_a_file_named_inside_a_folder_the_walk_skips_is_still_read(records, tmp_path):
+    hidden = write_envelope(records, envelope(KIMI_PP_ERROR), name="_drafts/ce31b31dd9a787ba.json")
+    # The walk of ``records`` skips "_drafts", so the file named on its own is the second copy.
+    with pytest.raises(RecordError, match="duplicate id") as caught:
+        ingest([records, hidden], tmp_path / "twice.db")
+    assert caught.value.source == str(hidden)
+
+
 def test_duplicate_slug_is_refused(records, db_path):
     data = envelope(BAILING_VALUE_ERROR)
     data["record"]["slug"] = "dspark-aux-hidden-capture-requires-pp-1"
