@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import functools
 import re
+from itertools import repeat
+from operator import neg
 from typing import Any
 
 _MESSAGE_WORD = re.compile(r"[a-z0-9_]+")
@@ -233,10 +235,12 @@ def index_key(pattern: str, frequency: dict[str, int] | None = None) -> str:
 
 def rarest_word(words: tuple[str, ...], frequency: dict[str, int] | None = None) -> str:
     """:func:`index_key` of a pattern whose :func:`pattern_words` are ``words``."""
-    frequency = frequency or {}
     if not words:
         return ""
-    return min(words, key=lambda w: (frequency.get(w, 0), -len(w), w))
+    # (count, -length, word) built by map and zip, not a key function: ingest calls this for
+    # every record, and a lambda a word was most of its cost.
+    counts = map((frequency or {}).get, words, repeat(0))
+    return min(zip(counts, map(neg, map(len, words)), words))[2]
 
 
 def message_words(message: str) -> list[str]:

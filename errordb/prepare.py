@@ -9,6 +9,7 @@ models: they pickle several times faster.
 from __future__ import annotations
 
 import gc
+import json
 import os
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
@@ -27,9 +28,8 @@ class Prepared(NamedTuple):
     source: str  # the file, or file:line, it came from
     row: dict[str, Any]  # the ``records`` row (errordb.store.record_row)
     words: tuple[str, ...]  # errordb.patterns.pattern_words of its messagePattern
-    solutions: list[str]
-    preventionTips: list[str]
     tags: list[str]
+    lists: str  # its child rows' text: JSON [solutions, preventionTips, tags] (errordb.store)
 
 
 def prepare(source: str, text: str) -> Prepared:
@@ -41,7 +41,8 @@ def prepare(source: str, text: str) -> Prepared:
     envelope = parse_envelope(source, text)
     record = envelope.record
     row = record_row(envelope)
-    return Prepared(record.id, source, row, pattern_words(record.messagePattern), record.solutions, record.preventionTips, record.tags)
+    lists = json.dumps([record.solutions, record.preventionTips, record.tags], ensure_ascii=False, separators=(",", ":"))
+    return Prepared(record.id, source, row, pattern_words(record.messagePattern), record.tags, lists)
 
 
 def prepare_chunk(units: list[tuple[str, str]]) -> tuple[list[Prepared], tuple[Any, ...] | None]:

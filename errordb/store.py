@@ -34,6 +34,7 @@ import os
 import re
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain, islice
@@ -458,11 +459,12 @@ def ingest(
     # The records are validated in worker processes, started (forked) before the database is
     # opened; the main process only writes.
     with PreparedRecords(paths) as records, _opened_for_ingest(Path(db_path)) as db:
+        _attach_scratch(db)
         with db.atomic():
             _tune_for_bulk_writes(db)
             upgraded = ensure_schema(db, upgrade=True)
             _write_families(db, families)
-            db.execute("CREATE TEMP TABLE seen (id TEXT PRIMARY KEY, source TEXT NOT NULL)")
+            db.execute(f"CREATE TABLE {SCRATCH}.seen (id TEXT PRIMARY KEY, source TEXT NOT NULL, batch INTEGER NOT NULL)")
             _create_staging(db)
             read = 0
             ensured: set[tuple[str, str]] = set()
@@ -480,7 +482,7 @@ def ingest(
                 _rekey(db)
                 _drop_orphans(db)
                 _log_changes(db, None if upgraded else changed.ids)
-            db.execute("DROP TABLE temp.seen")
+        db.execute(f"DETACH DATABASE {SCRATCH}")
     report.seconds = time.perf_counter() - started
     return report
 
@@ -505,6 +507,25 @@ STAGING_CACHE_KIB = 8192
 #: system calls, and the ingest 7-9% faster at 100k (alternating runs, bench/RESULTS.md).
 #: Nothing stored is affected: the temporary tables live in a file of their own.
 STAGING_PAGE_SIZE = 65536
+
+
+#: The ingest's scratch database: the ids read so far (``seen``), checked and added batch by
+#: batch in random order. Not among the temporary tables: their 64 KiB pages and shared cache
+#: made each insert read and write whole 64 KiB pages once the ids outgrew the cache (14 s of
+#: a million records' ingest; bench/RESULTS.md).
+SCRATCH = "ingest_scratch"
+#: Its page cache (KiB): a million ids take ~40 MB.
+SCRATCH_CACHE_KIB = 16384
+
+
+def _attach_scratch(db: sqlite_utils.Database) -> None:
+    # Before the transaction: SQLite refuses ATTACH inside one. '' is a file of SQLite's own in
+    # its temporary folder, deleted when the connection closes. Its journal is in memory, so
+    # COMMIT needs no super-journal across the two files.
+    db.execute(f"ATTACH DATABASE '' AS {SCRATCH}")
+    db.execute(f"PRAGMA {SCRATCH}.page_size = 4096")
+    db.execute(f"PRAGMA {SCRATCH}.cache_size = -{SCRATCH_CACHE_KIB}")
+    db.execute(f"PRAGMA {SCRATCH}.journal_mode = MEMORY")
 
 
 def _tune_for_bulk_writes(db: sqlite_utils.Database) -> None:
@@ -535,7 +556,7 @@ def _write_families(db: sqlite_utils.Database, families: dict[str, Family]) -> N
 def _write_batch(
     db: sqlite_utils.Database, batch: list[Prepared], report: IngestReport, ensured: set[tuple[str, str]], changed_ids: _ChangedIds,
 ) -> None:
-    _refuse_duplicates(db, batch)
+    _refuse_duplicates(db, batch, report.total)  # the records before this batch: a batch's number
     ids = [item.id for item in batch]
     marks = ",".join("?" * len(ids))
     known = dict(db.execute(f"SELECT id, contentHash FROM records WHERE id IN ({marks})", ids).fetchall())
@@ -594,13 +615,10 @@ def _patterns_of(db: sqlite_utils.Database, ids: list[str]) -> list[str]:
 
 def _count_terms(db: sqlite_utils.Database, word_lists: Iterable[tuple[str, ...]], step: int) -> None:
     """Add ``step`` to the pattern count of each word, once per pattern's words in ``word_lists``."""
-    counts: dict[str, int] = {}
-    for words in word_lists:
-        for word in words:
-            counts[word] = counts.get(word, 0) + step
+    counts = Counter(chain.from_iterable(word_lists))  # counted in C
     db.conn.executemany(
         "INSERT INTO terms (term, df) VALUES (?, ?) ON CONFLICT (term) DO UPDATE SET df = df + excluded.df",
-        sorted(counts.items()),
+        sorted((word, count * step) for word, count in counts.items()),
     )
     if step < 0:
         db.execute("DELETE FROM terms WHERE df <= 0")
@@ -617,7 +635,7 @@ def _frequencies(db: sqlite_utils.Database, words: set[str]) -> dict[str, int]:
 
 
 def _assign_keys(db: sqlite_utils.Database, items: list[Prepared]) -> None:
-    frequency = _frequencies(db, {w for item in items for w in item.words})
+    frequency = _frequencies(db, set(chain.from_iterable(item.words for item in items)))
     for item in items:
         item.row["matchKey"] = rarest_word(item.words, frequency)
 
@@ -635,28 +653,36 @@ def _rekey(db: sqlite_utils.Database) -> None:
         db.conn.executemany("UPDATE records SET matchKey = ? WHERE id = ?", changes)
 
 
-def _refuse_duplicates(db: sqlite_utils.Database, batch: list[Prepared]) -> None:
+def _refuse_duplicates(db: sqlite_utils.Database, batch: list[Prepared], batch_number: int) -> None:
     sources: dict[str, str] = {}
     for item in batch:
         other = sources.setdefault(item.id, item.source)
         if other != item.source:
             raise RecordError(item.source, item.id, "id", f"duplicate id: {other} has a record with the same id")
+    # Inserted first and looked up only when an id was already there (most batches have none);
+    # ``batch_number`` tells this batch's rows from those of the batches before.
+    inserted = db.conn.executemany(
+        f"INSERT INTO {SCRATCH}.seen (id, source, batch) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING",
+        [(record_id, source, batch_number) for record_id, source in sources.items()],
+    ).rowcount
+    if inserted == len(sources):
+        return
     marks = ",".join("?" * len(sources))
-    for record_id, other in db.execute(f"SELECT id, source FROM temp.seen WHERE id IN ({marks})", list(sources)):
-        item = next(i for i in batch if i.id == record_id)
-        raise RecordError(item.source, record_id, "id", f"duplicate id: {other} has a record with the same id")
-    db.conn.executemany("INSERT INTO temp.seen (id, source) VALUES (?, ?)", sources.items())
+    earlier = dict(db.execute(f"SELECT id, source FROM {SCRATCH}.seen WHERE batch < ? AND id IN ({marks})", [batch_number, *sources]).fetchall())
+    item = next(item for item in batch if item.id in earlier)
+    raise RecordError(item.source, item.id, "id", f"duplicate id: {earlier[item.id]} has a record with the same id")
 
 
-#: The staged copy of each table that ingest fills batch by batch (see :func:`_store_staged`).
-_STAGED_CHILDREN = {"solutions": "text", "prevention_tips": "text", "record_tags": "tag"}
+#: The child tables, their text column, and the place of their lists in a staged ``lists``.
+_CHILDREN = (("solutions", "text", 0), ("prevention_tips", "text", 1), ("record_tags", "tag", 2))
 
 
 def _create_staging(db: sqlite_utils.Database) -> None:
     # Temporary tables: in a file of their own that SQLite deletes, never in the store.
     db.execute(f"CREATE TEMP TABLE new_records (rid INTEGER NOT NULL, source TEXT NOT NULL, {', '.join(RECORD_COLUMNS)})")
-    for table, value in _STAGED_CHILDREN.items():
-        db.execute(f"CREATE TEMP TABLE new_{table} (record_id TEXT NOT NULL, position INTEGER NOT NULL, {value})")
+    # A changed record's child rows, staged as one row of JSON lists (Prepared.lists) and
+    # expanded by SQLite when they are stored: a seventh of the rows to stage.
+    db.execute("CREATE TEMP TABLE new_lists (record_id TEXT NOT NULL, lists TEXT NOT NULL)")
 
 
 #: Staged records moved into the store per statement (a progress step; FTS5 flushes per statement).
@@ -669,19 +695,27 @@ def _store_staged(db: sqlite_utils.Database, progress: Callable[[int, int], None
     Ingest stages them instead of inserting each batch: a record's rowid is its id read as a
     number, so new records land all over the table, and inserting ~5 KB rows (with their FTS5
     entries) at random places costs twice as much as appending them, more as the table grows
-    (62 s against 31 s for 300,000 records; bench/RESULTS.md). Staged rows are appended to a
-    temporary table, then copied in rowid order through small indexes on them, a range of ids
-    at a time: each range's records, then their child rows (ids sort as their rowids do).
+    (62 s against 31 s for 300,000 records; bench/RESULTS.md). Staged rows are appended to
+    temporary tables, then copied in rowid order through indexes on them, a range of ids at a
+    time: each range's records and their full-text rows, then their child rows, expanded from
+    the staged JSON lists, and the solutions' full-text rows (ids sort as their rowids do).
     """
     _refuse_taken_slugs(db)
     db.execute("CREATE INDEX temp.new_records_rid ON new_records (rid)")
-    for table in _STAGED_CHILDREN:
-        db.execute(f"CREATE INDEX temp.new_{table}_key ON new_{table} (record_id, position)")
+    # Covering: the lists are read in id order without a look-up into the table for each.
+    db.execute("CREATE INDEX temp.new_lists_key ON new_lists (record_id, lists)")
     total = db.execute("SELECT count(*) FROM temp.new_records").fetchone()[0]
     columns = ", ".join(RECORD_COLUMNS)
     # Into an empty store, each index is built once the rows are in, by one sorted pass, instead
     # of being updated a row at a time (~1 s of a 15-16 s first ingest at 100k; bench/RESULTS.md).
     deferred = _drop_indexes(db) if db.execute("SELECT 1 FROM main.records LIMIT 1").fetchone() is None else []
+    # The full-text rows are written by a statement of their own after each range's rows, not by
+    # the insert triggers (the same rows in the same order): with the triggers, each copy kept a
+    # statement journal in the temporary folder and wrote the records' and the index's pages
+    # interleaved. The records' copy at 300k: 6.4 s, now 2.3 s and 2.3 s (bench/RESULTS.md).
+    staged = total or db.execute("SELECT 1 FROM temp.new_lists LIMIT 1").fetchone()
+    triggers = _drop_insert_triggers(db) if staged else []
+    record_fts = ", ".join(f"r.[{column}]" for column in FTS_RECORD_COLUMNS)
     stored = 0
     for low, high in _id_ranges(db, STORE_CHUNK):
         where, params = range_condition("rid", low, high, record_rowid)
@@ -690,26 +724,56 @@ def _store_staged(db: sqlite_utils.Database, progress: Callable[[int, int], None
             f"SELECT rid, {columns} FROM temp.new_records INDEXED BY new_records_rid WHERE {where} ORDER BY rid",
             params,
         ).rowcount
-        where, params = range_condition("record_id", low, high)
-        for table, value in _STAGED_CHILDREN.items():
+        if moved:
             db.execute(
-                f"INSERT INTO main.{table} (record_id, position, {value}) SELECT record_id, position, {value} "
-                f"FROM temp.new_{table} INDEXED BY new_{table}_key WHERE {where} ORDER BY record_id, position",
+                f"INSERT INTO main.records_fts (rowid, {', '.join(FTS_RECORD_COLUMNS)}) SELECT r.rowid, {record_fts} "
+                f"FROM temp.new_records INDEXED BY new_records_rid JOIN main.records r ON r.rowid = rid "
+                f"WHERE {where} ORDER BY rid",
                 params,
             )
+        # Solutions get rowids after the largest (SQLite's rule until the largest possible
+        # rowid, which counting from 1 never reaches): the range's are those after it.
+        last_solution = db.execute("SELECT max(rowid) FROM main.solutions").fetchone()[0] or 0
+        where, params = range_condition("n.record_id", low, high)
+        for table, value, place in _CHILDREN:
+            db.execute(
+                f"INSERT INTO main.{table} (record_id, position, {value}) SELECT n.record_id, item.key, item.value "
+                f"FROM temp.new_lists n INDEXED BY new_lists_key, json_each(n.lists, '$[{place}]') item "
+                f"WHERE {where} ORDER BY n.record_id, item.key",
+                params,
+            )
+        db.execute(
+            "INSERT INTO main.solutions_fts (rowid, text) SELECT rowid, text FROM main.solutions WHERE rowid > ? ORDER BY rowid",
+            [last_solution],
+        )
         stored += moved
         if progress and moved:
             progress(stored, total)
-    for table in ("records", *_STAGED_CHILDREN):
-        db.execute(f"DROP TABLE temp.new_{table}")
-    for sql in deferred:
+    # The staged tables are left for closing the connection to delete with its temporary file:
+    # dropping them reads every page (1.2 s at 300k).
+    for sql in deferred + triggers:
         db.execute(sql)
+
+
+#: The triggers that index a new row's text, which :func:`_store_staged` does itself.
+_INSERT_TRIGGERS = ("records_ai", "solutions_ai")
+
+
+def _drop_insert_triggers(db: sqlite_utils.Database) -> list[str]:
+    """Drop the full-text insert triggers; returns the statements that create them again."""
+    marks = ",".join("?" * len(_INSERT_TRIGGERS))
+    triggers = db.execute(
+        f"SELECT name, sql FROM main.sqlite_master WHERE type = 'trigger' AND name IN ({marks}) ORDER BY name", _INSERT_TRIGGERS
+    ).fetchall()
+    for name, _ in triggers:
+        db.execute(f"DROP TRIGGER main.[{name}]")
+    return [sql for _, sql in triggers]
 
 
 def _drop_indexes(db: sqlite_utils.Database) -> list[str]:
     """Drop the records' and their child rows' own indexes (not those of primary keys); returns
     the statements that create them again, as the schema holds them."""
-    tables = ("records", *_STAGED_CHILDREN)
+    tables = ("records", *(table for table, _, _ in _CHILDREN))
     indexes = db.execute(
         f"SELECT name, sql FROM main.sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
         f"AND tbl_name IN ({','.join('?' * len(tables))}) ORDER BY name",
@@ -826,16 +890,12 @@ def _delete_children(db: sqlite_utils.Database, ids: list[str]) -> None:
 
 
 def _insert_children(db: sqlite_utils.Database, items: list[Prepared]) -> None:
-    for table, attribute in CHILD_TABLES.items():
-        rows = [[item.id, position, text] for item in items for position, text in enumerate(getattr(item, attribute))]
-        _insert_rows(db, f"temp.new_{table}", ["record_id", "position", "text"], rows)
-    tag_rows = [[item.id, position, tag] for item in items for position, tag in enumerate(item.tags)]
-    _insert_rows(db, "temp.new_record_tags", ["record_id", "position", "tag"], tag_rows)
+    _insert_rows(db, "temp.new_lists", ["record_id", "lists"], [[item.id, item.lists] for item in items])
 
 
 def _prune(db: sqlite_utils.Database, changed: _ChangedIds) -> int:
     """Remove the records none of this ingest's files held; returns how many."""
-    gone = "SELECT id FROM records WHERE id NOT IN (SELECT id FROM temp.seen)"
+    gone = f"SELECT id FROM records WHERE id NOT IN (SELECT id FROM {SCRATCH}.seen)"
     count = db.execute(f"SELECT count(*) FROM ({gone})").fetchone()[0]
     if count:
         changed.add(row[0] for row in db.execute(gone))

@@ -158,13 +158,16 @@ def test_malformed_json_aborts_with_the_file_named(records, db_path):
     assert file_digest(db_path) == before
 
 
-def test_duplicate_id_across_files_is_refused(records, db_path):
+@pytest.mark.parametrize("batch_size", [1, 2000])
+def test_duplicate_id_across_files_is_refused(records, db_path, monkeypatch, batch_size):
+    # In one batch or in two, the file read later is named, and the other file in the message.
+    monkeypatch.setattr("errordb.store.BATCH_SIZE", batch_size)
     copy = write_envelope(records, envelope(KIMI_PP_ERROR), name="zz-copy/ce31b31dd9a787ba.json")
+    first = str(record_file(KIMI_PP_ERROR)).replace(str(RECORDS), str(records))
     before = file_digest(db_path)
-    with pytest.raises(RecordError, match="duplicate id") as caught:
+    with pytest.raises(RecordError, match=f"duplicate id: {first} has a record with the same id") as caught:
         ingest([records], db_path)
-    assert caught.value.field == "id"
-    assert {caught.value.source} <= {str(copy), str(record_file(KIMI_PP_ERROR)).replace(str(RECORDS), str(records))}
+    assert (caught.value.source, caught.value.record_id, caught.value.field) == (str(copy), KIMI_PP_ERROR, "id")
     assert file_digest(db_path) == before
 
 
@@ -479,6 +482,37 @@ def _generated(count: int) -> list[dict]:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return list(module.generate(count, seed=11))
+
+
+def test_ingest_indexes_the_text_of_new_and_changed_records_as_the_triggers_would(tmp_path, monkeypatch):
+    # Ingest writes the full-text rows of staged records itself (the insert triggers are
+    # dropped meanwhile): over several ranges, into an empty store and into a full one.
+    monkeypatch.setattr("errordb.store.STORE_CHUNK", 7)
+    envelopes = _generated(30)
+
+    def write(name: str, items: list[dict]) -> Path:
+        path = tmp_path / name
+        path.write_text("".join(json.dumps(e) + "\n" for e in items), encoding="utf-8")
+        return path
+
+    db_path = tmp_path / "g.db"
+    ingest([write("first.jsonl", envelopes[:20])], db_path)
+    for item in envelopes[:3]:
+        item["record"]["solutions"] = ["Quench the zymurgic flux."]
+        item["record"]["documentation"] += " Zymurgy."
+    report = ingest([write("second.jsonl", envelopes)], db_path)
+    assert (report.added, report.updated, report.unchanged) == (10, 3, 17)
+    conn = sqlite3.connect(db_path)
+    for table in ("records_fts", "solutions_fts"):
+        conn.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")  # raises if wrong
+        indexed = conn.execute(f"SELECT count(*) FROM {table}_docsize").fetchone()[0]
+        assert indexed == conn.execute(f"SELECT count(*) FROM {table.removesuffix('_fts')}").fetchone()[0]
+    found = conn.execute("SELECT r.id FROM records_fts JOIN records r ON r.rowid = records_fts.rowid WHERE records_fts MATCH 'zymurgy' ORDER BY r.id")
+    assert [row[0] for row in found] == sorted(e["record"]["id"] for e in envelopes[:3])
+    assert conn.execute("SELECT count(*) FROM solutions_fts WHERE solutions_fts MATCH 'zymurgic'").fetchone()[0] == 3
+    triggers = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    assert {"records_ai", "solutions_ai", "records_au", "solutions_ad"} <= triggers
+    conn.close()
 
 
 def _segments(path) -> int:

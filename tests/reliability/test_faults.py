@@ -301,8 +301,10 @@ def test_explain_during_an_ingest_reads_the_old_data_without_waiting(data, tmp_p
 
     work = tmp_path / "work.db"
     copy_db(data["dbs"]["old"], work)
-    # The old records revised, and 2,500 more: the sample's message is the same before and after.
-    big = write_jsonl(tmp_path / "big.jsonl", changed(data["old"]) + list(generate(3000))[500:])
+    # The old records revised, and 5,500 more: the sample's message is the same before and after.
+    # (Enough that the ingest outlasts several explains however fast ingest gets: with 2,500, a
+    # faster ingest left time for two.)
+    big = write_jsonl(tmp_path / "big.jsonl", changed(data["old"]) + list(generate(6000))[500:])
     sample = data["sample"]
     question = f"{sample['errorClass']}: {sample['errorMessage'].replace('{value}', '42')}"
     process = popen("ingest", big, "--db", work, "-q")
@@ -319,13 +321,13 @@ def test_explain_during_an_ingest_reads_the_old_data_without_waiting(data, tmp_p
         if process.poll() is None:
             during += 1
             assert result.matches and result.matches[0][0].id == sample["id"]
-        time.sleep(0.05)
+        time.sleep(0.02)
     assert process.wait() == 0, process.stderr.read()
     assert during >= 3, (during, latencies)
     assert max(latencies) < 5, latencies  # never waited for the ingest's commit
     figures.add(
         "explain during an ingest",
-        "explain (library call, a fresh read-only connection each time) in a loop while one process ingests 3,000 records "
+        "explain (library call, a fresh read-only connection each time) in a loop while one process ingests 6,000 records "
         "into the same WAL database",
         during,
         f"every explain answered from the data committed so far while the ingest ran; slowest {max(latencies):.2f} s, "
@@ -420,7 +422,7 @@ def tiny_disk(tmp_path):
     subprocess.run(["umount", str(disk)], capture_output=True)
 
 
-def test_a_full_disk_gives_one_line_and_changes_nothing(data, tiny_disk, figures):
+def test_a_full_disk_gives_one_line_and_changes_nothing(data, tiny_disk, tmp_path, figures):
     db = tiny_disk / "errordb.db"
     shutil.copy(data["dbs"]["small-old"], db)
     before = db_state(db)
@@ -432,11 +434,13 @@ def test_a_full_disk_gives_one_line_and_changes_nothing(data, tiny_disk, figures
     fresh = run_process("ingest", data["files"]["new"], "--db", new_db)
     assert_one_line_error(fresh.stderr, fresh.returncode, str(new_db), "disk is full")
     assert not new_db.exists()
-    # New records are staged in SQLite's temporary folder before they go into the store.
+    # New records are staged in SQLite's temporary folder before they go into the store, once
+    # they outgrow the staging tables' page cache (store.STAGING_CACHE_KIB): 4,000 records do.
     elsewhere = tiny_disk.parent / "elsewhere.db"
     shutil.copy(data["dbs"]["small-old"], elsewhere)
     elsewhere_before = db_state(elsewhere)
-    staged = run_process("ingest", data["files"]["new"], "--db", elsewhere, env=dict(os.environ, SQLITE_TMPDIR=str(tiny_disk)))
+    many = write_jsonl(tmp_path / "many.jsonl", list(generate(4000)))
+    staged = run_process("ingest", many, "--db", elsewhere, env=dict(os.environ, SQLITE_TMPDIR=str(tiny_disk)))
     assert_one_line_error(staged.stderr, staged.returncode, str(elsewhere), "disk is full", "SQLITE_TMPDIR")
     assert db_state(elsewhere) == elsewhere_before and sorted(p.name for p in tiny_disk.iterdir()) == files_before
     site = tiny_disk / "site"
@@ -452,8 +456,8 @@ def test_a_full_disk_gives_one_line_and_changes_nothing(data, tiny_disk, figures
     assert leftovers(tiny_disk, "site") == [] and leftovers(tiny_disk, "api") == []
     figures.add(
         "Full disk",
-        "a 2 MB tmpfs: ingest of 700 records into a database there, into a new one, and into a database elsewhere "
-        "with SQLite's temporary folder there; build and export of 700 records over a small site there",
+        "a 2 MB tmpfs: ingest of 700 records into a database there and into a new one, and of 4,000 into a database "
+        "elsewhere with SQLite's temporary folder there; build and export of 700 records over a small site there",
         5,
         "exit 2, one line ('the disk is full (the database's, or that of SQLite's temporary files …); nothing was "
         "written', or 'No space left on device' naming the file); database content unchanged, no new database left, "
