@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -489,11 +490,7 @@ def test_ingest_indexes_the_text_of_new_and_changed_records_as_the_triggers_woul
     # dropped meanwhile): over several ranges, into an empty store and into a full one.
     monkeypatch.setattr("errordb.store.STORE_CHUNK", 7)
     envelopes = _generated(30)
-
-    def write(name: str, items: list[dict]) -> Path:
-        path = tmp_path / name
-        path.write_text("".join(json.dumps(e) + "\n" for e in items), encoding="utf-8")
-        return path
+    write = functools.partial(_write_jsonl, tmp_path)
 
     db_path = tmp_path / "g.db"
     ingest([write("first.jsonl", envelopes[:20])], db_path)
@@ -515,6 +512,12 @@ def test_ingest_indexes_the_text_of_new_and_changed_records_as_the_triggers_woul
     conn.close()
 
 
+def _write_jsonl(folder: Path, name: str, envelopes: list[dict]) -> Path:
+    path = folder / name
+    path.write_text("".join(json.dumps(e) + "\n" for e in envelopes), encoding="utf-8")
+    return path
+
+
 def _segments(path) -> int:
     # FTS5's %_idx shadow table has rows for every segment's leaves, keyed (segid, term).
     return connect(path).execute("SELECT count(DISTINCT segid) FROM records_fts_idx").fetchone()[0]
@@ -522,11 +525,7 @@ def _segments(path) -> int:
 
 def test_an_ingest_that_writes_much_of_the_store_merges_its_full_text_index(tmp_path):
     envelopes = _generated(40)
-
-    def write(name: str, items: list[dict]) -> Path:
-        path = tmp_path / name
-        path.write_text("".join(json.dumps(e) + "\n" for e in items), encoding="utf-8")
-        return path
+    write = functools.partial(_write_jsonl, tmp_path)
 
     db_path = tmp_path / "g.db"
     ingest([write("all.jsonl", envelopes)], db_path)
