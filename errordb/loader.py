@@ -82,7 +82,8 @@ def _distinct(paths: list[Path]) -> list[Path]:
     kept: list[Path] = []
     taken: set[Path] = set()
     for path, where in zip(paths, resolved):
-        if where in taken or any(_walks_to(folder, where) for folder in folders):
+        # A path that does not exist is kept: reading it says so.
+        if where in taken or (path.exists() and any(_walks_to(folder, where) for folder in folders)):
             continue
         taken.add(where)
         kept.append(path)

@@ -681,7 +681,7 @@ def _create_staging(db: sqlite_utils.Database) -> None:
     # Temporary tables: in a file of their own that SQLite deletes, never in the store.
     db.execute(f"CREATE TEMP TABLE new_records (rid INTEGER NOT NULL, source TEXT NOT NULL, {', '.join(RECORD_COLUMNS)})")
     # A changed record's child rows, staged as one row of JSON lists (Prepared.lists) and
-    # expanded by SQLite when they are stored: a seventh of the rows to stage.
+    # expanded by SQLite when they are stored: a row a record, not one a solution, tip and tag.
     db.execute("CREATE TEMP TABLE new_lists (record_id TEXT NOT NULL, lists TEXT NOT NULL)")
 
 

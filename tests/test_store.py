@@ -177,6 +177,8 @@ def test_a_file_named_twice_or_inside_a_folder_named_is_read_once(records, tmp_p
     folder = records / one.parent
     report = ingest([records / one, folder, records, records, folder / ".." / one.parent.name / one.name], tmp_path / "once.db")
     assert (report.added, report.total) == (len(ALL_IDS), len(ALL_IDS))
+    with pytest.raises(RecordError, match="no such file or folder"):  # inside a folder given, but missing
+        ingest([records, folder / "ffffffffffffffff.json"], tmp_path / "missing.db")
 
 
 def test_a_file_named_inside_a_folder_the_walk_skips_is_still_read(records, tmp_path):
