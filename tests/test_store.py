@@ -52,6 +52,20 @@ def test_round_trip_rebuilds_every_record_file_byte_for_byte(db_path):
         assert text == record_file(record_id).read_text(encoding="utf-8")
 
 
+def test_child_rows_keep_every_character_through_the_staged_json(records, tmp_path):
+    # Solutions and tips are staged as JSON and expanded by SQLite's json_each: what comes back
+    # must be the text itself, escapes and all.
+    data = envelope(KIMI_PP_ERROR)
+    tricky = ['quote " and \\ backslash', "tab\tnew\nline\r", "\u2028 \u2029 \x7f é 中文 🐍", "\\u0041 is not A", "[1, 2]"]
+    data["record"]["solutions"] = tricky
+    data["record"]["preventionTips"] = list(reversed(tricky))
+    write_envelope(records, data, name=record_file(KIMI_PP_ERROR).relative_to(RECORDS).as_posix())
+    db = connect(tmp_path / "tricky.db")
+    ingest([records], tmp_path / "tricky.db")
+    record = next(env.record for env in iter_envelopes(db) if env.record.id == KIMI_PP_ERROR)
+    assert (record.solutions, record.preventionTips) == (tricky, list(reversed(tricky)))
+
+
 def test_normalised_tables(db_path):
     db = connect(db_path)
     assert db["repos"].get("sgl-project/sglang")["url"] == "https://github.com/sgl-project/sglang"
