@@ -761,27 +761,26 @@ _INSERT_TRIGGERS = ("records_ai", "solutions_ai")
 
 def _drop_insert_triggers(db: sqlite_utils.Database) -> list[str]:
     """Drop the full-text insert triggers; returns the statements that create them again."""
-    marks = ",".join("?" * len(_INSERT_TRIGGERS))
-    triggers = db.execute(
-        f"SELECT name, sql FROM main.sqlite_master WHERE type = 'trigger' AND name IN ({marks}) ORDER BY name", _INSERT_TRIGGERS
-    ).fetchall()
-    for name, _ in triggers:
-        db.execute(f"DROP TRIGGER main.[{name}]")
-    return [sql for _, sql in triggers]
+    return _drop_from_schema(db, "trigger", "name", _INSERT_TRIGGERS)
 
 
 def _drop_indexes(db: sqlite_utils.Database) -> list[str]:
     """Drop the records' and their child rows' own indexes (not those of primary keys); returns
     the statements that create them again, as the schema holds them."""
-    tables = ("records", *(table for table, _, _ in _CHILDREN))
-    indexes = db.execute(
-        f"SELECT name, sql FROM main.sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
-        f"AND tbl_name IN ({','.join('?' * len(tables))}) ORDER BY name",
-        tables,
+    return _drop_from_schema(db, "index", "tbl_name", ("records", *(table for table, _, _ in _CHILDREN)))
+
+
+def _drop_from_schema(db: sqlite_utils.Database, kind: str, column: str, values: tuple[str, ...]) -> list[str]:
+    """Drop the ``kind`` objects (index, trigger) whose ``column`` in ``sqlite_master`` is one of
+    ``values`` and that have SQL of their own; returns their CREATE statements, by name."""
+    found = db.execute(
+        f"SELECT name, sql FROM main.sqlite_master WHERE type = ? AND sql IS NOT NULL "
+        f"AND {column} IN ({','.join('?' * len(values))}) ORDER BY name",
+        [kind, *values],
     ).fetchall()
-    for name, _ in indexes:
-        db.execute(f"DROP INDEX main.[{name}]")
-    return [sql for _, sql in indexes]
+    for name, _ in found:
+        db.execute(f"DROP {kind.upper()} main.[{name}]")
+    return [sql for _, sql in found]
 
 
 #: An ingest that writes at least this share of the store's records merges its full-text indexes.
@@ -1213,6 +1212,8 @@ def _digest_path(default: Path) -> Path:
 
 
 def _file_sha256(path: Path) -> str:
+    # Not errordb.atomic.file_sha256: importing that module (ctypes, shutil, tempfile) adds
+    # ~16 ms to every cold explain, which checks the embedded default first.
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
