@@ -42,6 +42,12 @@ def write_envelope(folder: Path, data: dict, name: str | None = None) -> Path:
     return path
 
 
+def write_jsonl(path: Path, envelopes) -> Path:
+    """Write ``envelopes`` to ``path`` as JSON Lines, one compact envelope a line."""
+    path.write_text("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in envelopes), encoding="utf-8")
+    return path
+
+
 def damage_schema_text(path) -> None:
     """Put a byte that is not UTF-8 into the schema text of the store at ``path`` (its ``tags``
     table): SQLite's error message then quotes it, and Python's sqlite3 raises

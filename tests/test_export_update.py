@@ -19,6 +19,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from helpers import write_jsonl
 from test_site import tree_bytes
 
 from errordb import export, export_bulk
@@ -44,8 +45,7 @@ RULES = {"by-count": (16, 0xFF), "by-id": (4096, 0x0F)}
 
 def _store(envelopes: list[dict], folder: Path, db: Path) -> dict[str, str]:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "records.jsonl").write_text("".join(json.dumps(e) + "\n" for e in envelopes), encoding="utf-8")
-    ingest([folder / "records.jsonl"], db, prune=True, families_path=FAMILIES)
+    ingest([write_jsonl(folder / "records.jsonl", envelopes)], db, prune=True, families_path=FAMILIES)
     conn = sqlite3.connect(db)
     try:
         return dict(conn.execute("SELECT id, contentHash FROM records"))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib.util
 import json
@@ -11,7 +10,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from helpers import ALL_IDS, BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR, RECORDS, copy_records, damage_schema_text, envelope, record_file, write_envelope
+from helpers import ALL_IDS, BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR, RECORDS, copy_records, damage_schema_text, envelope, record_file, write_envelope, write_jsonl
 
 from errordb.errors import RecordError
 from errordb.schema import canonical_json
@@ -506,14 +505,13 @@ def test_ingest_indexes_the_text_of_new_and_changed_records_as_the_triggers_woul
     # dropped meanwhile): over several ranges, into an empty store and into a full one.
     monkeypatch.setattr("errordb.store.STORE_CHUNK", 7)
     envelopes = _generated(30)
-    write = functools.partial(_write_jsonl, tmp_path)
 
     db_path = tmp_path / "g.db"
-    ingest([write("first.jsonl", envelopes[:20])], db_path)
+    ingest([write_jsonl(tmp_path / "first.jsonl", envelopes[:20])], db_path)
     for item in envelopes[:3]:
         item["record"]["solutions"] = ["Quench the zymurgic flux."]
         item["record"]["documentation"] += " Zymurgy."
-    report = ingest([write("second.jsonl", envelopes)], db_path)
+    report = ingest([write_jsonl(tmp_path / "second.jsonl", envelopes)], db_path)
     assert (report.added, report.updated, report.unchanged) == (10, 3, 17)
     conn = sqlite3.connect(db_path)
     for table in ("records_fts", "solutions_fts"):
@@ -528,12 +526,6 @@ def test_ingest_indexes_the_text_of_new_and_changed_records_as_the_triggers_woul
     conn.close()
 
 
-def _write_jsonl(folder: Path, name: str, envelopes: list[dict]) -> Path:
-    path = folder / name
-    path.write_text("".join(json.dumps(e) + "\n" for e in envelopes), encoding="utf-8")
-    return path
-
-
 def _segments(path) -> int:
     # FTS5's %_idx shadow table has rows for every segment's leaves, keyed (segid, term).
     return connect(path).execute("SELECT count(DISTINCT segid) FROM records_fts_idx").fetchone()[0]
@@ -541,20 +533,19 @@ def _segments(path) -> int:
 
 def test_an_ingest_that_writes_much_of_the_store_merges_its_full_text_index(tmp_path):
     envelopes = _generated(40)
-    write = functools.partial(_write_jsonl, tmp_path)
 
     db_path = tmp_path / "g.db"
-    ingest([write("all.jsonl", envelopes)], db_path)
+    ingest([write_jsonl(tmp_path / "all.jsonl", envelopes)], db_path)
     assert _segments(db_path) == 1
     # Three small ingests (one record in forty each) leave FTS5's own segments alone...
     for round_ in range(3):
         envelopes[round_]["record"]["documentation"] += f" Edited {round_}."
-        ingest([write(f"edit-{round_}.jsonl", [envelopes[round_]])], db_path)
+        ingest([write_jsonl(tmp_path / f"edit-{round_}.jsonl", [envelopes[round_]])], db_path)
     assert _segments(db_path) > 1
     # ...one that rewrites a tenth of the store merges them into one again.
     for item in envelopes[10:14]:
         item["record"]["documentation"] += " Edited again."
-    report = ingest([write("edits.jsonl", envelopes[10:14])], db_path)
+    report = ingest([write_jsonl(tmp_path / "edits.jsonl", envelopes[10:14])], db_path)
     assert report.updated == 4
     assert _segments(db_path) == 1
     db = connect(db_path)

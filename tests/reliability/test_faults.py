@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import REPO
+from helpers import REPO, write_jsonl
 from reliability_support import COMPANIONS, assert_one_line_error, db_state, popen, run_cli, run_process, tree_digest
 
 sys.path.insert(0, str(REPO / "bench"))
@@ -37,11 +37,6 @@ from errordb.store import meta, open_connection  # noqa: E402
 
 SEED = 20260901
 KILLS = int(os.environ.get("ERRORDB_KILLS", "30"))
-
-
-def write_jsonl(path: Path, envelopes) -> Path:
-    path.write_text("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in envelopes), encoding="utf-8")
-    return path
 
 
 def changed(envelopes: list[dict]) -> list[dict]:
