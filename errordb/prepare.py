@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 from errordb.errors import RecordError
+from errordb.id_order import Place, read_places
 from errordb.workers import OrderedMap, chunked
 
 #: Records per task sent to a worker: large enough that pickling is a small share of it.
@@ -45,8 +45,9 @@ def prepare(source: str, text: str) -> Prepared:
     return Prepared(record.id, source, row, pattern_words(record.messagePattern), record.tags, lists)
 
 
-def prepare_chunk(units: list[tuple[str, str]]) -> tuple[list[Prepared], tuple[Any, ...] | None]:
-    """:func:`prepare` for each ``(source, text)``, up to the first bad record.
+def prepare_chunk(units: list[tuple[str, str | Place]]) -> tuple[list[Prepared], tuple[Any, ...] | None]:
+    """:func:`prepare` for each ``(source, text)``, up to the first bad record; a text may be
+    given by its place in a file (:class:`errordb.id_order.Place`), read here.
 
     The error comes back as the RecordError's fields: it is re-raised by the consumer, in its
     place, after the records before it.
@@ -57,7 +58,7 @@ def prepare_chunk(units: list[tuple[str, str]]) -> tuple[list[Prepared], tuple[A
     collecting = gc.isenabled()
     gc.disable()
     try:
-        for source, text in units:
+        for source, text in read_places(units):
             done.append(prepare(source, text))
     except RecordError as exc:
         return done, (exc.source, exc.record_id, exc.field, exc.problem)
@@ -68,17 +69,16 @@ def prepare_chunk(units: list[tuple[str, str]]) -> tuple[list[Prepared], tuple[A
 
 
 class PreparedRecords:
-    """Every record under ``paths``, prepared, in file order; a context manager.
+    """Each ``(source, text)`` of ``texts`` (or ``(source, place)``), prepared, in their order; a
+    context manager.
 
     Entering it reads ahead and starts the workers (so call it before opening the database);
     iterating yields :class:`Prepared` records and raises the first bad record's RecordError in
     its place.
     """
 
-    def __init__(self, paths: Iterable[str | os.PathLike[str]], processes: int | None = None):
-        from errordb.loader import record_texts
-
-        self._map = OrderedMap(prepare_chunk, chunked(record_texts(paths), CHUNK_SIZE), processes)
+    def __init__(self, texts: Iterable[tuple[str, str | Place]], processes: int | None = None):
+        self._map = OrderedMap(prepare_chunk, chunked(texts, CHUNK_SIZE), processes)
 
     def __enter__(self) -> PreparedRecords:
         # Imported before the workers fork, so that each inherits them instead of importing.

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import json
 import operator
 import os
 import re
@@ -49,6 +50,7 @@ from errordb.snippet import enclosing_function
 if TYPE_CHECKING:  # pydantic and sqlite_utils cost ~100 ms each to import: reading must not need them
     import sqlite_utils
 
+    from errordb.id_order import Place
     from errordb.prepare import Prepared
     from errordb.schema import Envelope
 
@@ -445,20 +447,56 @@ def ingest(
 
     ``paths`` are files (``.json``, ``.jsonl``) or folders walked recursively; ``None`` means the
     bundled records. With ``prune``, records in the store that none of the files hold are
-    removed. ``progress`` is called with the number of records read so far; then, once every
-    record is read and checked, ``storing`` with (new records stored, new records in all) as they
-    are moved into the store (~40% of a first ingest of a million records).
+    removed. ``progress`` is called with the number of records read so far.
+
+    The records are read in the order of their ids (:mod:`errordb.id_order`), and each batch's
+    new records are appended to the store as they come. Where that order cannot be planned, or
+    appending fails (a bad record, an id or slug given twice), they are read in file order
+    instead, from the start: that names the first bad record as a reader of the files meets it,
+    and allows what only that order does (a new record taking the slug an update gives up). In
+    file order, new records are staged and moved into the store once every record is read and
+    checked, and ``storing`` is called with (new records stored, new records in all) meanwhile.
     """
-    from errordb.prepare import PreparedRecords
+    from errordb.id_order import IdOrder
+    from errordb.loader import record_texts
 
     started = time.perf_counter()
     paths = [Path(p) for p in paths] if paths is not None else [bundled_records_dir()]
     families_file = Path(families_path) if families_path else families_for(paths)
     families = load_families(families_file) if families_file else {}
+    in_id_order = IdOrder.plan(paths)
+    if in_id_order is not None:
+        try:
+            report = _ingest(in_id_order.units(), db_path, prune, families, progress, storing, appending=True)
+        except (RecordError, _NotAppendable):  # nothing was written: read again, in file order
+            report = _ingest(record_texts(paths), db_path, prune, families, progress, storing, appending=False)
+    else:
+        report = _ingest(record_texts(paths), db_path, prune, families, progress, storing, appending=False)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+class _NotAppendable(Exception):
+    """Records read in id order that cannot all be appended (two new records with one id or slug)."""
+
+
+def _ingest(
+    texts: Iterator[tuple[str, str | Place]],
+    db_path: str | os.PathLike[str],
+    prune: bool,
+    families: dict[str, Family],
+    progress: Callable[[int], None] | None,
+    storing: Callable[[int, int], None] | None,
+    appending: bool,
+) -> IngestReport:
+    """One ingest of ``texts``: appending each batch's new records to the store as it comes
+    (``texts`` in id order), or staging them to be copied in id order after the last one."""
+    from errordb.prepare import PreparedRecords
+
     report = IngestReport()
     # The records are validated in worker processes, started (forked) before the database is
     # opened; the main process only writes.
-    with PreparedRecords(paths) as records, _opened_for_ingest(Path(db_path)) as db:
+    with PreparedRecords(texts) as records, _opened_for_ingest(Path(db_path)) as db:
         _attach_scratch(db)
         with db.atomic():
             _tune_for_bulk_writes(db)
@@ -466,16 +504,21 @@ def ingest(
             _write_families(db, families)
             db.execute(f"CREATE TABLE {SCRATCH}.seen (id TEXT PRIMARY KEY, source TEXT NOT NULL, batch INTEGER NOT NULL)")
             _create_staging(db)
+            fresh = db.execute("SELECT 1 FROM main.records LIMIT 1").fetchone() is None
+            appender = _Appender(db, fresh) if appending else None
             read = 0
             ensured: set[tuple[str, str]] = set()
             changed = _ChangedIds()
             for batch in _batches(iter(records), BATCH_SIZE):
-                _write_batch(db, batch, report, ensured, changed)
+                _write_batch(db, batch, report, ensured, changed, appender, fresh)
                 read += len(batch)
                 if progress:
                     progress(read)
-            _store_staged(db, storing)
-            if prune:
+            if appender is not None:
+                appender.finish(db)
+            else:
+                _store_staged(db, storing)
+            if prune and not fresh:  # an empty store has nothing the files do not hold
                 report.removed = _prune(db, changed)
             _merge_full_text(db, report.added + report.updated + report.removed)
             if report.added or report.updated or report.removed or upgraded:
@@ -483,7 +526,6 @@ def ingest(
                 _drop_orphans(db)
                 _log_changes(db, None if upgraded else changed.ids)
         db.execute(f"DETACH DATABASE {SCRATCH}")
-    report.seconds = time.perf_counter() - started
     return report
 
 
@@ -554,12 +596,23 @@ def _write_families(db: sqlite_utils.Database, families: dict[str, Family]) -> N
 
 
 def _write_batch(
-    db: sqlite_utils.Database, batch: list[Prepared], report: IngestReport, ensured: set[tuple[str, str]], changed_ids: _ChangedIds,
+    db: sqlite_utils.Database,
+    batch: list[Prepared],
+    report: IngestReport,
+    ensured: set[tuple[str, str]],
+    changed_ids: _ChangedIds,
+    appender: _Appender | None,
+    fresh: bool,
 ) -> None:
-    _refuse_duplicates(db, batch, report.total)  # the records before this batch: a batch's number
-    ids = [item.id for item in batch]
-    marks = ",".join("?" * len(ids))
-    known = dict(db.execute(f"SELECT id, contentHash FROM records WHERE id IN ({marks})", ids).fetchall())
+    """Stage or append a batch's new records, update its changed ones. ``fresh``: the store had
+    no records when the ingest began, so every record is new (``seen`` refuses an id twice)."""
+    if fresh and appender is not None:
+        # Appended into an empty store, an id given twice breaks the records' own primary key
+        # (the reading in file order then names both): nothing to remember or look up.
+        known = {}
+    else:
+        _refuse_duplicates(db, batch, report.total)  # the records before: a batch's number
+        known = {} if fresh else _content_hashes(db, [item.id for item in batch])
     added, updated = [], []
     for item in batch:
         previous = known.get(item.id)
@@ -583,14 +636,110 @@ def _write_batch(
             db["records"].update(item.id, item.row)
         except sqlite3.IntegrityError as exc:
             raise _integrity_error(db, item, exc) from None
-    if added:
-        columns = list(RECORD_COLUMNS)
-        rows = [[record_rowid(item.id), item.source, *_RECORD_VALUES(item.row)] for item in added]
-        _insert_rows(db, "temp.new_records", ["rid", "source", *columns], rows)
-    _insert_children(db, changed)
+    if appender is not None:
+        appender.append(db, added, changed)
+    else:
+        if added:
+            columns = list(RECORD_COLUMNS)
+            rows = [[record_rowid(item.id), item.source, *_RECORD_VALUES(item.row)] for item in added]
+            _insert_rows(db, "temp.new_records", ["rid", "source", *columns], rows)
+        _insert_children(db, changed)
     report.added += len(added)
     report.updated += len(updated)
     changed_ids.add(item.id for item in changed)
+
+
+#: New records appended between two writes of their full-text rows (:class:`_Appender`): few
+#: enough that the rows are read back from the page cache, and that the validating workers,
+#: which stop once 16 chunks ahead, wait little meanwhile (every 50,000: 4 s more at 1M).
+FULL_TEXT_EVERY = 10_000
+
+
+class _Appender:
+    """Appends an ingest's new records, read in id order, and every changed record's child rows.
+
+    Read in id order, new records go to the end of the table rather than all over it. Their
+    full-text rows are written by statements of their own every :data:`FULL_TEXT_EVERY` new
+    records (FTS5 writes a segment at the end of every statement: a segment a batch cost 45%
+    more to write and merge; bench/RESULTS.md), so the insert triggers are dropped meanwhile;
+    into an empty store the indexes too, each built by one sorted pass at the end. Nothing is
+    dropped before there is something to append: an ingest that changes nothing writes nothing.
+    """
+
+    def __init__(self, db: sqlite_utils.Database, fresh: bool):
+        self.fresh = fresh
+        self.restore: list[str] | None = None  # the SQL that makes what was dropped again
+        self.rowids: list[int] = []  # appended records whose full-text rows are not written yet
+        # Solutions always get rowids after the largest (SQLite's rule until the largest
+        # possible rowid, which counting from 1 never reaches): those after this one are new.
+        self.last_solution = _max_rowid(db, "solutions")
+
+    def append(self, db: sqlite_utils.Database, added: list[Prepared], changed: list[Prepared]) -> None:
+        """Insert ``added`` records and the child rows of all ``changed`` ones (added ones too)."""
+        if self.restore is None:
+            self.restore = (_drop_indexes(db) if self.fresh else []) + _drop_insert_triggers(db)
+        if added:
+            rows = [[record_rowid(item.id), *_RECORD_VALUES(item.row)] for item in added]
+            try:
+                # executemany, not many rows a statement: with foreign keys checked, that was
+                # 2.5 times as slow (bench/RESULTS.md).
+                db.conn.executemany(_APPEND_RECORD, rows)
+            except sqlite3.IntegrityError:  # an id or slug taken: the reading in file order names the record
+                raise _NotAppendable from None
+            self.rowids.extend(row[0] for row in rows)
+        # One statement a table for the whole batch: a JSON object of each record's lists by id
+        # (ids are hex digits, the lists JSON already), in id order, so solutions are numbered
+        # in it. A third cheaper than an array of [id, lists] pairs, and than executemany.
+        lists = "{" + ",".join(f'"{item.id}":{item.lists}' for item in sorted(changed, key=_by_id)) + "}"
+        for table, value, place in _CHILDREN:
+            db.execute(
+                f"INSERT INTO main.{table} (record_id, position, {value}) SELECT record.key, item.key, item.value "
+                f"FROM json_each(?) AS record, json_each(record.value, '$[{place}]') AS item",
+                [lists],
+            )
+        if len(self.rowids) >= FULL_TEXT_EVERY:
+            self._write_full_text(db)
+
+    def finish(self, db: sqlite_utils.Database) -> None:
+        """Write the last full-text rows; make the triggers and indexes again."""
+        if self.restore is None:
+            return
+        self._write_full_text(db)
+        try:
+            for sql in self.restore:
+                db.execute(sql)
+        except sqlite3.IntegrityError:  # the unique index on slugs: the reading in file order names the record
+            raise _NotAppendable from None
+
+    def _write_full_text(self, db: sqlite_utils.Database) -> None:
+        db.execute(
+            f"INSERT INTO main.records_fts (rowid, {', '.join(FTS_RECORD_COLUMNS)}) "
+            f"SELECT rowid, {', '.join(FTS_RECORD_COLUMNS)} FROM main.records "
+            f"WHERE rowid IN (SELECT value FROM json_each(?)) ORDER BY rowid",
+            [json.dumps(self.rowids)],
+        )
+        self.rowids = []
+        db.execute(
+            "INSERT INTO main.solutions_fts (rowid, text) SELECT rowid, text FROM main.solutions WHERE rowid > ? ORDER BY rowid",
+            [self.last_solution],
+        )
+        self.last_solution = _max_rowid(db, "solutions")
+
+
+def _content_hashes(db: sqlite_utils.Database, ids: list[str]) -> dict[str, str]:
+    """The stored content hash of each of ``ids`` the store holds."""
+    # By rowid, which needs no index.
+    rowids = [record_rowid(record_id) for record_id in ids]
+    marks = ",".join("?" * len(rowids))
+    return dict(db.execute(f"SELECT id, contentHash FROM records WHERE rowid IN ({marks})", rowids).fetchall())
+
+
+def _max_rowid(db: sqlite_utils.Database, table: str) -> int:
+    return db.execute(f"SELECT max(rowid) FROM main.{table}").fetchone()[0] or 0
+
+
+_by_id = operator.attrgetter("id")
+_APPEND_RECORD = f"INSERT INTO main.records (rowid, {', '.join(RECORD_COLUMNS)}) VALUES ({', '.join('?' * (len(RECORD_COLUMNS) + 1))})"
 
 
 def _insert_rows(db: sqlite_utils.Database, table: str, columns: list[str], rows: list[list[Any]]) -> None:
@@ -733,7 +882,7 @@ def _store_staged(db: sqlite_utils.Database, progress: Callable[[int, int], None
             )
         # Solutions get rowids after the largest (SQLite's rule until the largest possible
         # rowid, which counting from 1 never reaches): the range's are those after it.
-        last_solution = db.execute("SELECT max(rowid) FROM main.solutions").fetchone()[0] or 0
+        last_solution = _max_rowid(db, "solutions")
         where, params = range_condition("n.record_id", low, high)
         for table, value, place in _CHILDREN:
             db.execute(

@@ -17,8 +17,9 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 #: Chunks handed to each worker ahead of the consumer: enough to keep the workers busy while
-#: the consumer writes a batch, few enough that memory stays a few chunks per worker.
-AHEAD_PER_WORKER = 8
+#: the consumer writes a batch (or an ingest catches up on full-text rows), few enough that
+#: memory stays a few MB per worker.
+AHEAD_PER_WORKER = 16
 
 
 def worker_count() -> int:

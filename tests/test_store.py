@@ -247,13 +247,25 @@ def test_a_new_record_may_take_the_slug_an_update_gives_up(records, db_path, mon
     assert solutions == len(new["record"]["solutions"])
 
 
-def test_records_are_stored_a_range_of_ids_at_a_time(tmp_path, records, monkeypatch):
-    # One staged record per statement, and one record per batch: the same store as in one go.
-    monkeypatch.setattr("errordb.store.STORE_CHUNK", 1)
+def _in_file_order(monkeypatch) -> None:
+    """Make ingest read in file order and stage its new records, as it does when it cannot
+    plan an id order or when appending in id order failed."""
+    monkeypatch.setattr("errordb.id_order.IdOrder.plan", classmethod(lambda cls, paths: None))
+
+
+@pytest.mark.parametrize("order", ["id", "file"])
+def test_records_are_stored_a_few_at_a_time_as_in_one_go(tmp_path, records, monkeypatch, order):
+    # One record per batch, and one appended record per full-text statement (reading in id
+    # order) or one staged record per copy statement (in file order): the same store.
     monkeypatch.setattr("errordb.store.BATCH_SIZE", 1)
+    monkeypatch.setattr("errordb.store.FULL_TEXT_EVERY", 1)
+    monkeypatch.setattr("errordb.store.STORE_CHUNK", 1)
+    if order == "file":
+        _in_file_order(monkeypatch)
     stored: list[tuple[int, int]] = []
     ingest([records], tmp_path / "chunked.db", storing=lambda done, total: stored.append((done, total)))
-    assert stored == [(1, 3), (2, 3), (3, 3)]
+    # Only staged records are stored after the reading, with a progress step of their own.
+    assert stored == ([(1, 3), (2, 3), (3, 3)] if order == "file" else [])
     db = connect(tmp_path / "chunked.db")
     assert {env.record.id: canonical_json(env) for env in iter_envelopes(db)} == {
         record_id: record_file(record_id).read_text(encoding="utf-8") for record_id in ALL_IDS
@@ -261,9 +273,110 @@ def test_records_are_stored_a_range_of_ids_at_a_time(tmp_path, records, monkeypa
     counts = {t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("solutions", "prevention_tips", "record_tags")}
     expected = {"solutions": "solutions", "prevention_tips": "preventionTips", "record_tags": "tags"}
     assert counts == {t: sum(len(envelope(i)["record"][f]) for i in ALL_IDS) for t, f in expected.items()}
+    for table in ("records_fts", "solutions_fts"):
+        db.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")  # raises if wrong
     unchanged: list[tuple[int, int]] = []
     ingest([records], tmp_path / "chunked.db", storing=lambda done, total: unchanged.append((done, total)))
     assert unchanged == []  # nothing new: nothing to report
+
+
+def _rows(path: Path) -> dict[str, list[tuple]]:
+    """Every row of every table a store's content lies in, by rowid where tables have one.
+    Not the index words (matchKey): they depend on the order records are counted in."""
+    conn = sqlite3.connect(path)
+    columns = [row[1] for row in conn.execute("PRAGMA table_info(records)") if row[1] != "matchKey"]
+    tables = {"records": f"SELECT rowid, {', '.join(columns)} FROM records ORDER BY rowid"}
+    for table in ("solutions", "prevention_tips", "record_tags", "repos", "tags", "families", "terms", "content_buckets"):
+        tables[table] = f"SELECT * FROM {table}"
+    tables["solutions by rowid"] = "SELECT rowid, record_id, position FROM solutions ORDER BY rowid"
+    for index in ("records_fts", "solutions_fts"):
+        tables[index] = f"SELECT rowid, sz FROM {index}_docsize ORDER BY rowid"
+    try:
+        return {table: sorted(conn.execute(sql).fetchall(), key=repr) for table, sql in tables.items()}
+    finally:
+        conn.close()
+
+
+def test_reading_in_id_order_or_in_file_order_stores_the_same_rows(tmp_path, monkeypatch):
+    # Generated records in a shuffled file, 300 of them in batches of 40: appended in id order,
+    # or staged in file order and copied in id order, then updated and added to in both ways.
+    import random
+
+    monkeypatch.setattr("errordb.store.BATCH_SIZE", 40)
+    monkeypatch.setattr("errordb.store.FULL_TEXT_EVERY", 90)
+    envelopes = _generated(300)
+    random.Random(3).shuffle(envelopes)
+    first = write_jsonl(tmp_path / "first.jsonl", envelopes[:200])
+    for item in envelopes[:20]:
+        item["record"]["solutions"].append("Quench the zymurgic flux.")
+    second = write_jsonl(tmp_path / "second.jsonl", envelopes)
+    stores = {}
+    for order in ("id", "file"):
+        if order == "file":
+            _in_file_order(monkeypatch)
+        stores[order] = tmp_path / f"{order}.db"
+        assert ingest([first], stores[order]).added == 200
+        report = ingest([second], stores[order])
+        assert (report.added, report.updated, report.unchanged) == (100, 20, 180)
+    by_id, by_file = _rows(stores["id"]), _rows(stores["file"])
+    assert len(by_id["records"]) == 300 and len(by_id["solutions_fts"]) == len(by_id["solutions"]) > 300
+    assert by_id == by_file
+    for order, path in stores.items():
+        conn = sqlite3.connect(path)
+        for table in ("records_fts", "solutions_fts"):
+            conn.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")  # raises if wrong
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert conn.execute("SELECT count(*) FROM solutions_fts WHERE solutions_fts MATCH 'zymurgic'").fetchone()[0] == 20
+        conn.close()
+
+
+def test_the_first_bad_record_in_file_order_is_named_though_id_order_meets_another_first(tmp_path):
+    # Read in id order, 0000… fails first; reading again in file order names line 2's record.
+    envelopes = _generated(3)
+    envelopes[0]["record"]["id"] = "0000000000000001"
+    envelopes[0]["record"]["lineNumber"] = "soon"
+    envelopes[1]["record"]["id"] = "ffffffffffffff01"
+    envelopes[1]["record"].pop("errorClass")
+    path = write_jsonl(tmp_path / "bad.jsonl", [envelopes[2], envelopes[1], envelopes[0]])
+    with pytest.raises(RecordError) as caught:
+        ingest([path], tmp_path / "bad.db")
+    assert (caught.value.source, caught.value.record_id, caught.value.field) == (f"{path}:2", "ffffffffffffff01", "errorClass")
+    assert not (tmp_path / "bad.db").exists()
+
+
+def test_an_id_the_plan_cannot_read_is_ingested_in_file_order(tmp_path):
+    # "\u0030" is "0" in JSON: a valid id that the plan's look at the raw text does not see.
+    from errordb.id_order import IdOrder
+
+    envelopes = _generated(4)
+    lines = [json.dumps(item) for item in envelopes]
+    record_id = envelopes[1]["record"]["id"]
+    lines[1] = lines[1].replace(f'"id": "{record_id}"', '"id": "\\u00' + format(ord(record_id[0]), "x") + record_id[1:] + '"')
+    assert f'"id": "{record_id}"' not in lines[1]
+    path = tmp_path / "escaped.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert IdOrder.plan([path]) is None
+    report = ingest([path], tmp_path / "escaped.db")
+    assert report.added == 4
+    assert get_envelope(connect(tmp_path / "escaped.db"), record_id).record.id == record_id
+
+
+def test_the_plan_reads_records_in_id_order_with_their_sources(tmp_path):
+    from errordb.id_order import IdOrder, read_places
+
+    envelopes = _generated(5)
+    lines = [json.dumps(item) for item in envelopes]
+    jsonl = tmp_path / "some.jsonl"
+    jsonl.write_text(lines[0] + "\n\n   \n" + "\n".join(lines[1:4]) + "\n", encoding="utf-8")  # lines 1, 4-6
+    single = write_envelope(tmp_path / "one", envelopes[4])
+    plan = IdOrder.plan([jsonl, tmp_path / "one"])
+    assert plan.count == 5
+    texts = list(read_places(plan.units()))
+    expected = sorted(
+        [(f"{jsonl}:{line}", text) for line, text in zip((1, 4, 5, 6), lines)] + [(str(single), single.read_text(encoding="utf-8"))],
+        key=lambda unit: json.loads(unit[1])["record"]["id"],
+    )
+    assert [(source, text.rstrip("\n")) for source, text in texts] == [(source, text.rstrip("\n")) for source, text in expected]
 
 
 def test_repositories_tags_and_families_of_every_batch_get_their_rows(tmp_path, records, monkeypatch):
@@ -308,16 +421,16 @@ def test_a_new_store_is_built_beside_its_name_and_appears_complete(tmp_path, rec
 
     target = tmp_path / "new.db"
     seen = {}
-    real_store_staged = store._store_staged
+    real_merge = store._merge_full_text
 
-    def watching(db, progress=None):
+    def watching(db, written):  # once every record is in, before the store is put in place
         partials = list(tmp_path.glob(".new.db.*.partial"))
         seen.update(target_exists=target.exists(), partials=[p.name for p in partials])
         seen["journal"] = db.execute("PRAGMA journal_mode").fetchone()[0]
         seen["staging pages"] = db.execute("PRAGMA temp.page_size").fetchone()[0]
-        return real_store_staged(db, progress)
+        return real_merge(db, written)
 
-    monkeypatch.setattr(store, "_store_staged", watching)
+    monkeypatch.setattr(store, "_merge_full_text", watching)
     report = ingest([records], target)
     assert seen == {"target_exists": False, "partials": [f".new.db.{os.getpid()}.partial"], "journal": "memory", "staging pages": 65536}
     assert report.added == len(ALL_IDS)
@@ -388,13 +501,13 @@ def test_a_store_another_process_made_meanwhile_is_not_replaced(tmp_path, record
     import errordb.store as store
 
     target = tmp_path / "new.db"
-    real_store_staged = store._store_staged
+    real_merge = store._merge_full_text
 
-    def racing(db, progress=None):
+    def racing(db, written):
         target.write_bytes(b"made by another ingest")
-        return real_store_staged(db, progress)
+        return real_merge(db, written)
 
-    monkeypatch.setattr(store, "_store_staged", racing)
+    monkeypatch.setattr(store, "_merge_full_text", racing)
     with pytest.raises(StoreError, match=r"new\.db: another process created this database while this ingest ran"):
         ingest([records], target)
     assert target.read_bytes() == b"made by another ingest"
@@ -500,10 +613,15 @@ def _generated(count: int) -> list[dict]:
     return list(module.generate(count, seed=11))
 
 
-def test_ingest_indexes_the_text_of_new_and_changed_records_as_the_triggers_would(tmp_path, monkeypatch):
-    # Ingest writes the full-text rows of staged records itself (the insert triggers are
-    # dropped meanwhile): over several ranges, into an empty store and into a full one.
+@pytest.mark.parametrize("order", ["id", "file"])
+def test_ingest_indexes_the_text_of_new_and_changed_records_as_the_triggers_would(tmp_path, monkeypatch, order):
+    # Ingest writes the full-text rows of appended or staged records itself (the insert
+    # triggers are dropped meanwhile): seven at a time, into an empty store and into a full one.
+    monkeypatch.setattr("errordb.store.FULL_TEXT_EVERY", 7)
     monkeypatch.setattr("errordb.store.STORE_CHUNK", 7)
+    monkeypatch.setattr("errordb.store.BATCH_SIZE", 3)
+    if order == "file":
+        _in_file_order(monkeypatch)
     envelopes = _generated(30)
 
     db_path = tmp_path / "g.db"
