@@ -197,7 +197,7 @@ def ingest(paths: tuple[Path, ...], db_path: Path | None, prune: bool, families_
 
     # The bar's total costs a walk of the files: only worth it when a bar will be drawn.
     total = count_records(record_paths(paths)) if not quiet and is_interactive() else None
-    # Reading, then (a second bar) moving the new records into the store.
+    # Reading; when records are read in file order and staged, a second bar moves them into the store.
     with StageBars("ingest", {None: "records", "storing": "new records"}, enabled=not quiet) as bars:
         report = ingest_records(list(paths) or None, db_path or Path("errordb.db"), prune=prune, families_path=families_path,
                                 progress=lambda done: bars.update(None, done, total),

@@ -3,12 +3,13 @@
 A record's rowid is its id read as a number (:func:`errordb.store.record_rowid`): records read
 in file order land all over the table, so ingest used to stage them and copy them in id order
 once every record was read, while one core stood idle. Read in id order, each validated batch
-is appended at once (bench/RESULTS.md, "2026-12-05, evening").
+is appended at once (bench/RESULTS.md, "2026-12-05, night").
 
 The order is a plan made by one pass over the files before any record is parsed: each record's
 place (file, byte offset, length, line) and the id its text seems to hold (the first
 ``"id": "…"`` in it). The seeming id only orders the reading; the id the record is validated
-with is the one stored, so a wrong guess costs speed, never correctness. The places are sorted
+with is the one stored, so a wrong guess costs speed, never correctness (records appended out
+of order are still stored right, only not at the end of the table). The places are sorted
 by SQLite's sorter in a temporary file (bounded memory) and written, packed, to another
 temporary file that the reading walks: nothing grows with the record count in memory.
 """
@@ -79,14 +80,14 @@ class IdOrder:
         :func:`errordb.loader.record_texts` names them. The worker that validates a record reads
         its text (:func:`read_places`): the writing process only hands out places."""
         names = [_name(path) for path in self._files]
+        paths = [str(path) for path in self._files]
         try:
             while chunk := self._places.read(_PLACE.size * 4096):
                 for number, offset, length, line in _PLACE.iter_unpack(chunk):
-                    path = str(self._files[number])
                     if length < 0:
-                        yield names[number], Place(path, 0, -1)
+                        yield names[number], Place(paths[number], 0, -1)
                     else:
-                        yield f"{names[number]}:{line}", Place(path, offset, length)
+                        yield f"{names[number]}:{line}", Place(paths[number], offset, length)
         finally:
             self._places.close()
 

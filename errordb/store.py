@@ -82,6 +82,9 @@ RECORD_COLUMNS: dict[str, type] = {
 }  # fmt: skip
 #: A ``records`` row's values in column order, from its dict (one C call instead of a generator).
 _RECORD_VALUES = operator.itemgetter(*RECORD_COLUMNS)
+#: A new record's row with its rowid (:class:`_Appender`).
+_APPEND_RECORD = f"INSERT INTO main.records (rowid, {', '.join(RECORD_COLUMNS)}) VALUES ({', '.join('?' * (len(RECORD_COLUMNS) + 1))})"
+_by_id = operator.attrgetter("id")
 FTS_RECORD_COLUMNS = ["errorMessage", "documentation", "triggerScenarios", "commonSituations"]
 #: The full-text tokenizer (Porter stemming over unicode61); errordb.site_changes stems with it too.
 FTS_TOKENIZER = "porter"
@@ -503,7 +506,8 @@ def _ingest(
             upgraded = ensure_schema(db, upgrade=True)
             _write_families(db, families)
             db.execute(f"CREATE TABLE {SCRATCH}.seen (id TEXT PRIMARY KEY, source TEXT NOT NULL, batch INTEGER NOT NULL)")
-            _create_staging(db)
+            if not appending:
+                _create_staging(db)
             fresh = db.execute("SELECT 1 FROM main.records LIMIT 1").fetchone() is None
             appender = _Appender(db, fresh) if appending else None
             read = 0
@@ -737,9 +741,6 @@ def _content_hashes(db: sqlite_utils.Database, ids: list[str]) -> dict[str, str]
 def _max_rowid(db: sqlite_utils.Database, table: str) -> int:
     return db.execute(f"SELECT max(rowid) FROM main.{table}").fetchone()[0] or 0
 
-
-_by_id = operator.attrgetter("id")
-_APPEND_RECORD = f"INSERT INTO main.records (rowid, {', '.join(RECORD_COLUMNS)}) VALUES ({', '.join('?' * (len(RECORD_COLUMNS) + 1))})"
 
 
 def _insert_rows(db: sqlite_utils.Database, table: str, columns: list[str], rows: list[list[Any]]) -> None:
