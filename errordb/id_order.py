@@ -112,10 +112,12 @@ def read_places(units: Iterable[tuple[str, str | Place]]) -> Iterator[tuple[str,
             handle = handles.get(where.path)
             if handle is None:
                 try:
-                    handle = handles[where.path] = open(where.path, "rb")
+                    # Unbuffered: each read is one system call for the record, nothing around it.
+                    handle = handles[where.path] = open(where.path, "rb", buffering=0)
                 except OSError as exc:
                     raise RecordError(source, None, None, f"cannot read: {exc.strerror}") from None
-            raw = handle.read() if where.length < 0 else os.pread(handle.fileno(), where.length, where.offset)
+            handle.seek(where.offset)
+            raw = handle.read() if where.length < 0 else handle.read(where.length)
             text = _decode(source, raw)
             if text.strip():
                 yield source, text

@@ -361,6 +361,29 @@ def test_an_id_the_plan_cannot_read_is_ingested_in_file_order(tmp_path):
     assert get_envelope(connect(tmp_path / "escaped.db"), record_id).record.id == record_id
 
 
+def test_a_file_rewritten_between_the_plan_and_the_reading_is_read_again_in_file_order(tmp_path, monkeypatch):
+    # The plan's places go stale when the file changes under it (an editor saving while
+    # `errordb serve` ingests): what the workers read there is not JSON, and the reading in
+    # file order then takes the file as it is now.
+    from errordb.id_order import IdOrder
+
+    envelopes = _generated(6)
+    path = write_jsonl(tmp_path / "moving.jsonl", envelopes)
+    real_plan = IdOrder.plan.__func__
+
+    def plan_then_rewrite(cls, paths):
+        planned = real_plan(cls, paths)
+        envelopes[0]["record"]["documentation"] = "Rewritten after the plan. " * 40
+        write_jsonl(path, list(reversed(envelopes)))
+        return planned
+
+    monkeypatch.setattr(IdOrder, "plan", classmethod(plan_then_rewrite))
+    report = ingest([path], tmp_path / "moving.db")
+    assert report.added == 6
+    stored = get_envelope(connect(tmp_path / "moving.db"), envelopes[0]["record"]["id"])
+    assert stored.record.documentation.startswith("Rewritten after the plan.")
+
+
 def test_the_plan_reads_records_in_id_order_with_their_sources(tmp_path):
     from errordb.id_order import IdOrder, read_places
 
