@@ -112,7 +112,7 @@ def read_places(units: Iterable[tuple[str, str | Place]]) -> Iterator[tuple[str,
             handle = handles.get(where.path)
             if handle is None:
                 try:
-                    # Unbuffered: each read is one system call for the record, nothing around it.
+                    # Unbuffered: a record costs a seek and one read of its own bytes, nothing around it.
                     handle = handles[where.path] = open(where.path, "rb", buffering=0)
                 except OSError as exc:
                     raise RecordError(source, None, None, f"cannot read: {exc.strerror}") from None
