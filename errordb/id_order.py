@@ -39,11 +39,9 @@ _PLACE = struct.Struct("<IqqI")
 class IdOrder:
     """The records under some paths, to be read in the order of their ids; see the module."""
 
-    def __init__(self, files: list[Path], places: IO[bytes], count: int):
+    def __init__(self, files: list[Path], places: IO[bytes]):
         self._files = files
         self._places = places
-        #: How many records there are to read.
-        self.count = count
 
     @classmethod
     def plan(cls, paths: Iterable[str | os.PathLike[str]]) -> IdOrder | None:
@@ -60,12 +58,10 @@ class IdOrder:
             for path in record_files(paths):
                 files.append(path)
                 sorter.executemany("INSERT INTO places VALUES (?, ?, ?, ?, ?)", _places_in(path, len(files) - 1))
-            count = 0
             # Equal ids keep their file order (rowid), so a duplicate is met after its original.
             cursor = sorter.execute("SELECT file, offset, length, line FROM places ORDER BY rid, rowid")
             while rows := cursor.fetchmany(10_000):
                 places.write(b"".join([_PLACE.pack(*row) for row in rows]))
-                count += len(rows)
             places.seek(0)
         # A full temporary folder too: the reading in file order says what it cannot do.
         except (_Unplannable, RecordError, OSError, sqlite3.Error):
@@ -73,7 +69,7 @@ class IdOrder:
             return None
         finally:
             sorter.close()
-        return cls(files, places, count)
+        return cls(files, places)
 
     def units(self) -> Iterator[tuple[str, Place]]:
         """``(source, place)`` of each record in id order, the sources as
@@ -117,7 +113,7 @@ def read_places(units: Iterable[tuple[str, str | Place]]) -> Iterator[tuple[str,
                 except OSError as exc:
                     raise RecordError(source, None, None, f"cannot read: {exc.strerror}") from None
             handle.seek(where.offset)
-            raw = handle.read() if where.length < 0 else handle.read(where.length)
+            raw = handle.read(where.length)  # -1: to the end
             text = _decode(source, raw)
             if text.strip():
                 yield source, text

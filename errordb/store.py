@@ -467,13 +467,14 @@ def ingest(
     paths = [Path(p) for p in paths] if paths is not None else [bundled_records_dir()]
     families_file = Path(families_path) if families_path else families_for(paths)
     families = load_families(families_file) if families_file else {}
+    report = None
     in_id_order = IdOrder.plan(paths)
     if in_id_order is not None:
         try:
             report = _ingest(in_id_order.units(), db_path, prune, families, progress, storing, appending=True)
         except (RecordError, _NotAppendable):  # nothing was written: read again, in file order
-            report = _ingest(record_texts(paths), db_path, prune, families, progress, storing, appending=False)
-    else:
+            pass
+    if report is None:
         report = _ingest(record_texts(paths), db_path, prune, families, progress, storing, appending=False)
     report.seconds = time.perf_counter() - started
     return report
@@ -674,9 +675,7 @@ class _Appender:
         self.fresh = fresh
         self.restore: list[str] | None = None  # the SQL that makes what was dropped again
         self.rowids: list[int] = []  # appended records whose full-text rows are not written yet
-        # Solutions always get rowids after the largest (SQLite's rule until the largest
-        # possible rowid, which counting from 1 never reaches): those after this one are new.
-        self.last_solution = _max_rowid(db, "solutions")
+        self.last_solution = _max_rowid(db, "solutions")  # the solutions after it are new
 
     def append(self, db: sqlite_utils.Database, added: list[Prepared], changed: list[Prepared]) -> None:
         """Insert ``added`` records and the child rows of all ``changed`` ones (added ones too)."""
@@ -739,6 +738,9 @@ def _content_hashes(db: sqlite_utils.Database, ids: list[str]) -> dict[str, str]
 
 
 def _max_rowid(db: sqlite_utils.Database, table: str) -> int:
+    """The largest rowid in ``table`` (0 when empty). A table's new rows get rowids after it
+    (SQLite's rule until the largest possible rowid, which counting from 1 never reaches), so
+    the rows inserted since are those after it."""
     return db.execute(f"SELECT max(rowid) FROM main.{table}").fetchone()[0] or 0
 
 
@@ -881,9 +883,7 @@ def _store_staged(db: sqlite_utils.Database, progress: Callable[[int, int], None
                 f"WHERE {where} ORDER BY rid",
                 params,
             )
-        # Solutions get rowids after the largest (SQLite's rule until the largest possible
-        # rowid, which counting from 1 never reaches): the range's are those after it.
-        last_solution = _max_rowid(db, "solutions")
+        last_solution = _max_rowid(db, "solutions")  # the range's solutions are those after it
         where, params = range_condition("n.record_id", low, high)
         for table, value, place in _CHILDREN:
             db.execute(
