@@ -14,8 +14,8 @@ to RESULT.json: its own timings and counts, and the peak memory of this process 
 children (``ru_maxrss`` of ``RUSAGE_SELF`` and ``RUSAGE_CHILDREN``, in kilobytes; the latter is
 the largest single child, e.g. one worker of the site build's process pool).
 
-Only errordb's public functions are used (``errordb.store.ingest``, ``errordb.site.build_site``,
-``errordb.export.export_api``, as ``errordb export`` calls it); the *bare* stages are the
+Only errordb's public functions are used (``errordb.store.ingest``, ``errordb.publish.site.build_site``,
+``errordb.publish.api.export_api``, as ``errordb export`` calls it); the *bare* stages are the
 baselines and use no errordb code.
 """
 
@@ -120,7 +120,7 @@ def bare_ingest(jsonl: str, db: str, rows: str) -> dict:
 
 
 def build(db: str, out: str) -> dict:
-    from errordb.site import build_site
+    from errordb.publish.site import build_site
 
     report = build_site(db, out)
     return {"seconds": report.seconds, "pages": report.pages, "rendered": report.rendered, "workers": report.workers}
@@ -128,7 +128,7 @@ def build(db: str, out: str) -> dict:
 
 def rebuild(db: str, out: str, changed: str, families: str) -> dict:
     """Re-ingest one changed record, then build incrementally over the previous build in ``out``."""
-    from errordb.site import build_site
+    from errordb.publish.site import build_site
     from errordb.store import ingest
 
     started = time.perf_counter()
@@ -140,7 +140,7 @@ def rebuild(db: str, out: str, changed: str, families: str) -> dict:
 
 
 def export(db: str, out: str) -> dict:
-    from errordb.export import export_api
+    from errordb.publish.api import export_api
     from errordb.store import open_db
 
     store = open_db(db)

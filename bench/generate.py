@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from errordb.conventions import github_url, slug_base  # noqa: E402
+from errordb.records.conventions import github_url, slug_base  # noqa: E402
 
 CLASSES = ["ValueError", "TypeError", "RuntimeError", "KeyError", "NotImplementedError", "AssertionError",
            "IndexError", "AttributeError", "OSError", "torch.OutOfMemoryError", "pydantic_core.ValidationError"]  # fmt: skip

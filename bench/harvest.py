@@ -24,8 +24,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from errordb.harvest import harvest  # noqa: E402
-from errordb.harvest_scan import REASONS, python_files  # noqa: E402
+from errordb.harvest.drafts import harvest  # noqa: E402
+from errordb.harvest.scan import REASONS, python_files  # noqa: E402
 
 #: The libraries of the proof (tests/test_harvest_real.py): repository and source folder in it.
 LIBRARIES = {

@@ -14,7 +14,7 @@ Two deterministic corpora are written to a temporary folder:
   distinct; about 60% of its lines are traceback lines.
 
 Each is read the way ``errordb explain --file`` reads a log (:func:`errordb.cli._read_lines`
-into :func:`errordb.parse.iter_exceptions`). The baseline is the same file read and split
+into :func:`errordb.explainer.parse.iter_exceptions`). The baseline is the same file read and split
 into lines with nothing done to them (``for line in file: pass``), measured in the same run,
 so "× read" says how far the parser is from I/O speed on this machine. A scaling section
 reads the noise corpus at 1×, 2× and 4× the size: time per MB staying flat shows the parser is
@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from errordb import parse as current_parse  # noqa: E402
+from errordb.explainer import parse as current_parse  # noqa: E402
 from errordb.cli import _read_lines  # noqa: E402
 
 # --------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ For every size it generates records (bench/generate.py, deterministic), then mea
 - in-process match: p50/p99 latency of ``Matcher.match`` on real tracebacks of the records,
   against the plain loop that tries every compiled Python regex (measured over at most
   ``--loop-limit`` patterns and scaled linearly beyond, which the table marks with ``~``);
-- full site build: pages/s of ``errordb.site.build_site`` and its peak memory (the build
+- full site build: pages/s of ``errordb.publish.site.build_site`` and its peak memory (the build
   process plus its pool's workers), against a bare jinja2 loop that renders one page per record
   in one process (bench/child.py), run once before the build and once after (the faster is
   the baseline: files deleted shortly before slow down whatever creates files next, see
@@ -24,7 +24,7 @@ For every size it generates records (bench/generate.py, deterministic), then mea
   again, which starts from the spare the first rebuild kept (the steady state); then a change
   to the record with the lowest id, the slowest case (the downloads have no earlier bytes to
   keep; the first record of the file can fall anywhere in the id order);
-- export: seconds and peak memory of ``errordb export`` (``errordb.export.export_api``),
+- export: seconds and peak memory of ``errordb export`` (``errordb.publish.api.export_api``),
   against ``json.dump`` of each record to its own file plus one gzipped JSON Lines file.
 
 Ingest, its baselines, the site build and export run in processes of their own
@@ -61,8 +61,8 @@ sys.path.insert(0, str(HERE))
 
 from generate import sample_traceback, write_jsonl  # noqa: E402
 
-from errordb.match import Matcher  # noqa: E402
-from errordb.site import spare_path  # noqa: E402
+from errordb.explainer.match import Matcher  # noqa: E402
+from errordb.publish.site import spare_path  # noqa: E402
 from errordb.store import connect, ingest  # noqa: E402
 
 FAMILIES = HERE.parent / "records" / "families.toml"
@@ -145,7 +145,7 @@ def sample_tracebacks(jsonl: Path, count: int, seed: int = 3) -> list[tuple[str,
 
 def match_latency(db: Path, samples: list[tuple[str, str]]) -> tuple[float, float, float]:
     """p50 and p99 milliseconds of one in-process match, and the share of exact top hits."""
-    from errordb.parse import parse_text
+    from errordb.explainer.parse import parse_text
 
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     matcher = Matcher(conn)

@@ -1,7 +1,7 @@
 """errordb: identify Python errors from tracebacks and logs, explain them, show how to fix them.
 
-The library is usable without the CLI: :func:`errordb.store.ingest`, :func:`errordb.check.check`,
-and (from :mod:`errordb.explanation`) ``errordb.explain`` and ``errordb.install``. Heavy modules are
+The library is usable without the CLI: :func:`errordb.store.ingest`, :func:`errordb.records.check.check`,
+and (from :mod:`errordb.explainer.explanation`) ``errordb.explain`` and ``errordb.install``. Heavy modules are
 imported lazily so that ``import errordb`` stays cheap.
 """
 
@@ -17,5 +17,5 @@ def __getattr__(name: str):
     if name in ("explain", "install"):
         import importlib
 
-        return getattr(importlib.import_module("errordb.explanation"), name)
+        return getattr(importlib.import_module("errordb.explainer.explanation"), name)
     raise AttributeError(f"module 'errordb' has no attribute {name!r}")

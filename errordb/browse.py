@@ -3,7 +3,7 @@
 Every function takes an open store (the read-only :func:`errordb.store.open_connection`, or a
 sqlite_utils Database) and returns data or text; the CLI only parses arguments and prints.
 
-Record text is untrusted. Text meant for a terminal passes :func:`errordb.render.clean`; JSON
+Record text is untrusted. Text meant for a terminal passes :func:`errordb.explainer.render.clean`; JSON
 and CSV carry the data as stored (they are data formats: escaping belongs to whoever displays
 them).
 
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from errordb.errors import ErrordbError
-from errordb.render import Style, clean, terminal_width
+from errordb.explainer.render import Style, clean, terminal_width
 
 
 class NotFound(ErrordbError):
@@ -93,18 +93,18 @@ def resolve(db: Any, key: str) -> str:
 def show(db: Any, key: str, output_format: str = "text", *, color: bool = False, width: int | None = None) -> str:
     """One record, rendered as explain renders its best match.
 
-    ``text``: the terminal block of :func:`errordb.render.render_record`, with the committed
-    reproduction when there is one. ``markdown``: :func:`errordb.render.render_record_markdown`.
+    ``text``: the terminal block of :func:`errordb.explainer.render.render_record`, with the committed
+    reproduction when there is one. ``markdown``: :func:`errordb.explainer.render.render_record_markdown`.
     ``json``: the record file's own bytes, i.e. the envelope's canonical JSON (compact, fields
     in schema order), so ``show --format json`` output is byte-identical to the file in
     ``records/``, newline aside.
     """
-    from errordb import render
+    from errordb.explainer import render
     from errordb.store import get_envelope, get_record
 
     record_id = resolve(db, key)
     if output_format == "json":
-        from errordb.schema import canonical_json
+        from errordb.records.schema import canonical_json
 
         return canonical_json(get_envelope(db, record_id))
     record = get_record(db, record_id)

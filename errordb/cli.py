@@ -21,7 +21,7 @@ class ErrordbGroup(click.Group):
     Library errors (:class:`ErrordbError`) carry their own message and exit status. Files that
     cannot be read or written and databases SQLite refuses are the user's problem too: one line
     naming the file. Anything else is a bug: one line saying so, and --debug shows where.
-    Every message passes :func:`errordb.render.one_line`: they quote untrusted text (file names,
+    Every message passes :func:`errordb.explainer.render.one_line`: they quote untrusted text (file names,
     arguments, and SQLite quotes the undecodable text of a damaged database), which must not
     break the line or drive the terminal.
     """
@@ -68,7 +68,7 @@ class ErrordbGroup(click.Group):
 
 def _fail(ctx: click.Context, message: str, code: int) -> None:
     """Print ``errordb: message`` as one safe line on stderr and exit with ``code``."""
-    from errordb.render import one_line
+    from errordb.explainer.render import one_line
 
     click.echo(f"errordb: {one_line(message)}", err=True)
     ctx.exit(code)
@@ -137,7 +137,7 @@ def explain(text: str | None, log_file: Path | None, output_format: str, color: 
       python serve.py 2>&1 | errordb explain -
       errordb explain --file server.log --format json
     """
-    from errordb.explanation import explain as explain_source
+    from errordb.explainer.explanation import explain as explain_source
     from errordb.store import open_connection
 
     if (text is None) == (log_file is None):
@@ -153,11 +153,11 @@ def explain(text: str | None, log_file: Path | None, output_format: str, color: 
     if output_format == "json":
         click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
     elif output_format == "markdown":
-        from errordb.render import render_markdown
+        from errordb.explainer.render import render_markdown
 
         click.echo(render_markdown(result, db), nl=False)
     else:
-        from errordb.render import render_terminal, use_color
+        from errordb.explainer.render import render_terminal, use_color
 
         on = use_color(sys.stdout, color)
         click.echo(render_terminal(result, db, color=on), color=on)
@@ -220,7 +220,7 @@ def check(paths: tuple[Path, ...], quiet: bool) -> None:
     Example:
       errordb check records/sgl-project/
     """
-    from errordb.check import check as check_records
+    from errordb.records.check import check as check_records
 
     problems = check_records(list(paths) or None)
     for problem in problems:
@@ -238,7 +238,7 @@ def schema() -> None:
     Example:
       errordb schema > record-v2.schema.json
     """
-    from errordb.schema import record_json_schema
+    from errordb.records.schema import record_json_schema
 
     click.echo(json.dumps(record_json_schema(), indent=2, sort_keys=True))
 
@@ -264,9 +264,9 @@ def repro(key: str | None, run_all: bool, output_format: str, color: bool | None
       errordb repro dspark-aux-hidden-capture-requires-pp-1
       errordb repro --all --format json
     """
-    from errordb import repro as reproductions
-    from errordb.explanation import explain as explain_source
-    from errordb.render import use_color
+    from errordb.repro import reproduction as reproductions
+    from errordb.explainer.explanation import explain as explain_source
+    from errordb.explainer.render import use_color
     from errordb.store import find_record_id, get_record, open_connection
 
     if bool(key) == run_all:
@@ -344,7 +344,7 @@ def _filters(repos: tuple[str, ...], tags: tuple[str, ...], families: tuple[str,
 
 
 def _stdout_color(color: bool | None) -> bool:
-    from errordb.render import use_color
+    from errordb.explainer.render import use_color
 
     return use_color(sys.stdout, color)
 
@@ -525,7 +525,7 @@ def serve(ctx: click.Context, records: Path | None, db_path: Path | None, host: 
       errordb serve --records records/ --port 8080
       errordb serve --db errordb.db --port 0
     """
-    from errordb.serve import serve as serve_site
+    from errordb.publish.serve import serve as serve_site
 
     if records is not None and db_path is not None:
         if ctx.get_parameter_source("db_path") == click.core.ParameterSource.ENVIRONMENT:
@@ -559,7 +559,7 @@ def export(db_path: Path | None, out: Path, base_url: str, sqlite_path: Path | N
     Example:
       errordb export --db errordb.db --out site/api --base-url https://errordb.example/ --sqlite dist/errordb.db
     """
-    from errordb.export import export_api, export_sqlite
+    from errordb.publish.api import export_api, export_sqlite
     from errordb.progress import Progress, activity
     from errordb.store import meta, open_db
 
@@ -609,7 +609,7 @@ def build(db_path: Path | None, out: Path, base_url: str, incremental: bool, job
       errordb build --db errordb.db --out site/ --base-url https://errordb.example/ --incremental
     """
     from errordb.progress import Progress
-    from errordb.site import build_site
+    from errordb.publish.site import build_site
 
     with Progress("build", unit="page batches", enabled=not quiet) as bar:
 
@@ -654,7 +654,7 @@ def harvest(path: Path, repo: str, sha: str, out: Path, prefix: str, prune: bool
       errordb harvest ~/src/click/src/click --prefix src/click --repo pallets/click \\
           --sha 0123456789abcdef0123456789abcdef01234567 --out records/ --prune --analyzed-at 2026-08-28
     """
-    from errordb.harvest import harvest as harvest_tree
+    from errordb.harvest.drafts import harvest as harvest_tree
     from errordb.progress import StageBars
 
     # One bar per stage of the run (two passes over the files, checking drafts, writing),

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import IO, NamedTuple
 
 from errordb.errors import RecordError
-from errordb.loader import _PEEK_BYTES, MAX_FILE_BYTES, READ_BUFFER_BYTES, _decode, _name, record_files
+from errordb.records.loader import _PEEK_BYTES, MAX_FILE_BYTES, READ_BUFFER_BYTES, _decode, _name, record_files
 from errordb.store import record_rowid
 
-# The same pattern as errordb.loader's, on bytes: the first id-like value is the record's own in
+# The same pattern as errordb.records.loader's, on bytes: the first id-like value is the record's own in
 # every file errordb writes or generates ("id" is the record's first field).
 _ID = re.compile(rb'"id"\s*:\s*"([0-9a-f]{16})"')
 #: A record's place: file number, byte offset, length (-1: the whole file), line (0: no lines).
@@ -73,7 +73,7 @@ class IdOrder:
 
     def units(self) -> Iterator[tuple[str, Place]]:
         """``(source, place)`` of each record in id order, the sources as
-        :func:`errordb.loader.record_texts` names them. The worker that validates a record reads
+        :func:`errordb.records.loader.record_texts` names them. The worker that validates a record reads
         its text (:func:`read_places`): the writing process only hands out places."""
         names = [_name(path) for path in self._files]
         paths = [str(path) for path in self._files]

@@ -27,15 +27,15 @@ class Prepared(NamedTuple):
     id: str
     source: str  # the file, or file:line, it came from
     row: dict[str, Any]  # the ``records`` row (errordb.store.record_row)
-    words: tuple[str, ...]  # errordb.patterns.pattern_words of its messagePattern
+    words: tuple[str, ...]  # errordb.records.patterns.pattern_words of its messagePattern
     tags: list[str]
     lists: str  # its child rows' text: JSON [solutions, preventionTips, tags] (errordb.store)
 
 
 def prepare(source: str, text: str) -> Prepared:
     """Parse, validate and derive the rows of one record's JSON text; raises RecordError."""
-    from errordb.loader import parse_envelope
-    from errordb.patterns import pattern_words
+    from errordb.records.loader import parse_envelope
+    from errordb.records.patterns import pattern_words
     from errordb.store import record_row
 
     envelope = parse_envelope(source, text)
@@ -82,8 +82,8 @@ class PreparedRecords:
 
     def __enter__(self) -> PreparedRecords:
         # Imported before the workers fork, so that each inherits them instead of importing.
-        import errordb.loader
-        import errordb.schema
+        import errordb.records.loader
+        import errordb.records.schema
         import errordb.store  # noqa: F401
 
         self._map.start()

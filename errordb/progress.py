@@ -208,7 +208,7 @@ def count_records(paths: Iterable[str | os.PathLike[str]]) -> int | None:
     the paths cannot be walked (the ingest itself then reports the problem).
     """
     from errordb.errors import ErrordbError
-    from errordb.loader import record_files
+    from errordb.records.loader import record_files
 
     total = 0
     try:

@@ -43,18 +43,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from errordb.errors import ErrordbError, RecordError
-from errordb.families import Family, families_for, load_families
-from errordb.patterns import index_key, pattern_words, rarest_word
-from errordb.snippet import enclosing_function
+from errordb.records.families import Family, families_for, load_families
+from errordb.records.patterns import index_key, pattern_words, rarest_word
+from errordb.records.snippet import enclosing_function
 
 if TYPE_CHECKING:  # pydantic and sqlite_utils cost ~100 ms each to import: reading must not need them
     import sqlite_utils
 
     from errordb.id_order import Place
     from errordb.prepare import Prepared
-    from errordb.schema import Envelope
+    from errordb.records.schema import Envelope
 
-#: The record's fields in file order, and which of them are lists (as in errordb.schema).
+#: The record's fields in file order, and which of them are lists (as in errordb.records.schema).
 LIST_FIELDS = ("solutions", "preventionTips", "tags")
 SCALAR_FIELDS = (
     "id", "repo", "slug", "errorCode", "errorMessage", "messagePattern", "errorType", "errorClass",
@@ -86,7 +86,7 @@ _RECORD_VALUES = operator.itemgetter(*RECORD_COLUMNS)
 _APPEND_RECORD = f"INSERT INTO main.records (rowid, {', '.join(RECORD_COLUMNS)}) VALUES ({', '.join('?' * (len(RECORD_COLUMNS) + 1))})"
 _by_id = operator.attrgetter("id")
 FTS_RECORD_COLUMNS = ["errorMessage", "documentation", "triggerScenarios", "commonSituations"]
-#: The full-text tokenizer (Porter stemming over unicode61); errordb.site_changes stems with it too.
+#: The full-text tokenizer (Porter stemming over unicode61); errordb.publish.changes stems with it too.
 FTS_TOKENIZER = "porter"
 CHILD_TABLES = {"solutions": "solutions", "prevention_tips": "preventionTips"}
 
@@ -320,7 +320,7 @@ def unreadable(path: str | os.PathLike[str] | None, exc: sqlite3.Error) -> Store
     SQLite's message can quote the damaged text itself ("Could not decode to UTF-8 column ...
     with text ..."): it is cut short and its control characters are escaped.
     """
-    from errordb.loader import printable
+    from errordb.records.loader import printable
 
     text = printable(str(exc))
     text = text if len(text) <= 160 else text[:160] + "…"
@@ -432,7 +432,7 @@ def record_row(envelope: Envelope) -> dict[str, Any]:
 
 def content_hash(envelope: Envelope) -> str:
     """SHA-256 of the envelope's canonical JSON: equal hashes mean equal record files."""
-    from errordb.schema import canonical_json
+    from errordb.records.schema import canonical_json
 
     return hashlib.sha256(canonical_json(envelope).encode("utf-8")).hexdigest()
 
@@ -461,7 +461,7 @@ def ingest(
     checked, and ``storing`` is called with (new records stored, new records in all) meanwhile.
     """
     from errordb.id_order import IdOrder
-    from errordb.loader import record_texts
+    from errordb.records.loader import record_texts
 
     started = time.perf_counter()
     paths = [Path(p) for p in paths] if paths is not None else [bundled_records_dir()]
@@ -1237,7 +1237,7 @@ def iter_envelopes(
     db: sqlite_utils.Database, where: str | None = None, params: list[Any] | None = None, batch: int = 1000
 ) -> Iterator[Envelope]:
     """Every record (or those matching ``where``), rebuilt as envelopes, in id order."""
-    from errordb.schema import Envelope, Record
+    from errordb.records.schema import Envelope, Record
 
     for record in iter_record_dicts(db, where, params, batch):
         version = record.pop("datasetVersion")
@@ -1251,10 +1251,10 @@ def iter_record_files(
     db: sqlite_utils.Database, where: str | None = None, params: list[Any] | None = None, batch: int = 1000
 ) -> Iterator[tuple[str, bytes]]:
     """(id, record file) of every record (or those matching ``where``), in id order: the bytes of
-    :func:`errordb.schema.canonical_json` of its envelope, made from the row without a model."""
+    :func:`errordb.records.schema.canonical_json` of its envelope, made from the row without a model."""
     from pydantic_core import PydanticSerializationError, to_json
 
-    from errordb.schema import FIELD_NAMES, canonical_json
+    from errordb.records.schema import FIELD_NAMES, canonical_json
 
     for record in iter_record_dicts(db, where, params, batch):
         # The fields in the schema's order, which is the file's; the serialiser is the one
@@ -1263,7 +1263,7 @@ def iter_record_files(
         try:
             yield record["id"], to_json(envelope)
         except PydanticSerializationError:  # text the serialiser refuses: fail, or not, as canonical_json does
-            from errordb.schema import Envelope, Record
+            from errordb.records.schema import Envelope, Record
 
             model = Envelope.model_construct(record=Record.model_construct(**envelope["record"]), datasetVersion=envelope["datasetVersion"])
             yield record["id"], canonical_json(model).encode("utf-8")
@@ -1305,7 +1305,7 @@ def cache_dir() -> Path:
 def records_fingerprint(folder: Path) -> str:
     """A digest of every record file's path, size and modification time under ``folder``."""
     from errordb import __version__
-    from errordb.loader import record_files
+    from errordb.records.loader import record_files
 
     digest = hashlib.sha256(f"{__version__}:{STORE_VERSION}\n".encode())
     families = folder / "families.toml"

@@ -71,9 +71,9 @@ def playwright_api():
     if not os.path.exists(CHROMIUM):
         _unavailable(f"{CHROMIUM} is missing (apt-get install chromium)")
     try:
-        import errordb.export  # noqa: F401
+        import errordb.publish.api  # noqa: F401
     except ImportError:
-        _unavailable("errordb.export (issue 6) is missing: the site build calls its write_api")
+        _unavailable("errordb.publish.api (issue 6) is missing: the site build calls its write_api")
     with sync_playwright() as api:
         yield api
 
@@ -96,7 +96,7 @@ def db_path(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def site(db_path, tmp_path_factory) -> Path:
-    from errordb.site import build_site
+    from errordb.publish.site import build_site
 
     out = tmp_path_factory.mktemp("browser-site") / "site"
     build_site(db_path, out, base_url=PREFIX)
@@ -307,7 +307,7 @@ def explain_in_js(page, text: str) -> list[dict]:
 def explain_in_python(db_path: Path, text: str) -> list[dict] | None:
     """``errordb explain``'s matches, or None while the Python traceback parser is missing."""
     try:
-        import errordb.parse  # noqa: F401
+        import errordb.explainer.parse  # noqa: F401
     except ImportError:
         return None
     from errordb import explain
@@ -371,7 +371,7 @@ def test_explain_box_agrees_with_errordb_explain(explain_page, db_path, case):
 
 
 def test_scoring_helpers_agree_with_python(new_page, server):
-    from errordb.match import FRAME_LINE, LINE_HORIZON
+    from errordb.explainer.match import FRAME_LINE, LINE_HORIZON
 
     page, _ = new_page()
     page.goto(server)
@@ -391,7 +391,7 @@ def test_scoring_helpers_agree_with_python(new_page, server):
         }"""
     )
     assert checks == ["12", True, True, True, True, False, True, False]
-    from errordb.match import same_file
+    from errordb.explainer.match import same_file
 
     assert same_file("C:\\venv\\Lib\\site-packages\\pkg\\m.py", "src/pkg/m.py") and not same_file("/x/other/m.py", "src/pkg/m.py")
     assert same_file("/usr/lib/python3.11/argparse.py", "Lib/argparse.py") and not same_file("/srv/app/argparse.py", "Lib/argparse.py")

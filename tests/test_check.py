@@ -6,9 +6,9 @@ import pytest
 from click.testing import CliRunner
 from helpers import BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR, copy_records, envelope, write_envelope
 
-from errordb.check import check
+from errordb.records.check import check
 from errordb.cli import cli
-from errordb.conventions import slug_base
+from errordb.records.conventions import slug_base
 
 
 @pytest.fixture

@@ -180,7 +180,7 @@ def test_shell_completion_script_and_record_completion(tmp_path):
 
 def test_serve_takes_records_or_db_and_records_beat_the_environment(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr("errordb.serve.serve", lambda records, db_path, **options: calls.append((records, db_path, options)))
+    monkeypatch.setattr("errordb.publish.serve.serve", lambda records, db_path, **options: calls.append((records, db_path, options)))
     db = tmp_path / "e.db"
     ingest(None, db)
     both = invoke(["serve", "--records", str(tmp_path), "--db", str(db)])

@@ -131,8 +131,8 @@ def test_export_shows_activity_on_a_terminal_and_one_summary(tmp_path, monkeypat
 
 
 def test_build_and_export_report_progress_to_their_callbacks(tmp_path):
-    from errordb.export import export_api
-    from errordb.site import build_site
+    from errordb.publish.api import export_api
+    from errordb.publish.site import build_site
     from errordb.store import connect, ingest
 
     db_path = tmp_path / "p.db"

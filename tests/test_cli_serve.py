@@ -151,8 +151,8 @@ def test_serve_db_rebuilds_when_the_database_changes_and_stops_on_sigterm(tmp_pa
 
 
 def test_serve_is_a_function_too(tmp_path):
-    from errordb.serve import Preview, fingerprint, serve
-    from errordb.site import templates_dir
+    from errordb.publish.serve import Preview, fingerprint, serve
+    from errordb.publish.site import templates_dir
 
     records = copy_records(tmp_path / "records")
     assert templates_dir() in Preview(records=records, workdir=tmp_path / "w").watched

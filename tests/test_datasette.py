@@ -19,8 +19,8 @@ import urllib.request
 import pytest
 from test_export_data import build_db, table_rows
 
-from errordb.export import ExportError, export_sqlite
-from errordb.export_sqlite import RECORD_COLUMNS, TABLES
+from errordb.publish.api import ExportError, export_sqlite
+from errordb.publish.release import RECORD_COLUMNS, TABLES
 from errordb.store import connect
 
 RECORD_ID = "b318b4f842689251"
@@ -82,7 +82,7 @@ def test_the_metadata_describes_every_table_and_record_column(release):
     columns = [row[1] for row in conn.execute("PRAGMA table_info(records)")]
     names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     conn.close()
-    # A column added to the store needs its description in errordb/export_sqlite.py.
+    # A column added to the store needs its description in errordb/publish/release.py.
     assert [c for c in columns if not RECORD_COLUMNS.get(c)] == []
     assert set(tables["records"]["columns"]) == set(columns)
     visible = {name for name in names if not name.startswith(("records_fts_", "solutions_fts_"))}

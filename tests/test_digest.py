@@ -1,4 +1,4 @@
-"""SHA-256 resumed from saved states (errordb.digest) gives hashlib's digest, whatever it is given."""
+"""SHA-256 resumed from saved states (errordb.publish.digest) gives hashlib's digest, whatever it is given."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from errordb import digest
-from errordb.digest import Checkpoint, checkpointed_sha256
+from errordb.publish import digest
+from errordb.publish.digest import Checkpoint, checkpointed_sha256
 
 pytestmark = pytest.mark.skipif(not digest.resumable(), reason="OpenSSL's SHA256_* functions are not reachable here")
 

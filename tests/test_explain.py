@@ -12,11 +12,11 @@ import pytest
 from click.testing import CliRunner
 from helpers import BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR, REPO
 
-pytest.importorskip("errordb.parse")
+pytest.importorskip("errordb.explainer.parse")
 
 import errordb  # noqa: E402
 from errordb.cli import cli  # noqa: E402
-from errordb.result import ExplainOut, explain_json_schema  # noqa: E402
+from errordb.explainer.result import ExplainOut, explain_json_schema  # noqa: E402
 
 DATA = REPO / "examples"
 MESSAGE = "DSPARK requires explicit layer_ids for aux hidden capture."
@@ -154,7 +154,7 @@ def test_past_the_cap_exceptions_are_counted_not_reported(monkeypatch):
     JSON (valid against the schema), a closing note in text and Markdown. The last one kept still
     knows it is a chain's root cause when its cause is past the cap."""
     jsonschema = pytest.importorskip("jsonschema")
-    from errordb import explanation
+    from errordb.explainer import explanation
 
     monkeypatch.setattr(explanation, "MAX_FINDINGS", 1)
     log = str(DATA / "kimi_k3_pp.log")

@@ -10,9 +10,9 @@ from click.testing import CliRunner
 from helpers import ALL_IDS, RECORDS, record_file
 from test_export_data import build_db, table_rows, tree_bytes
 
-from errordb import export_output
+from errordb.publish import output as export_output
 from errordb.cli import cli
-from errordb.export import ExportError, export_api, write_api
+from errordb.publish.api import ExportError, export_api, write_api
 from errordb.store import connect, ingest, meta
 
 
@@ -52,7 +52,7 @@ def test_record_files_made_from_rows_are_the_canonical_json_of_their_envelopes(t
 
     from helpers import KIMI_PP_ERROR, copy_records, envelope, write_envelope
 
-    from errordb.schema import canonical_json
+    from errordb.records.schema import canonical_json
     from errordb.store import iter_envelopes, iter_record_files
 
     records = copy_records(tmp_path / "records")
@@ -140,15 +140,15 @@ def test_version_json_states_the_store_facts(api, store):
 
 
 def test_the_record_schema_is_the_published_one(api):
-    from errordb.schema import record_json_schema
+    from errordb.records.schema import record_json_schema
 
     assert json.loads((api / "schema" / "record-v2.json").read_text()) == record_json_schema()
 
 
 def test_without_an_explain_module_no_explain_schema_is_published(store, tmp_path, monkeypatch):
-    import errordb.export
+    import errordb.publish.api
 
-    monkeypatch.setattr(errordb.export, "_explain_result_module", lambda: None)
+    monkeypatch.setattr(errordb.publish.api, "_explain_result_module", lambda: None)
     db = connect(store)
     export_api(db, tmp_path / "api")
     db.close()
@@ -248,7 +248,7 @@ def test_json_object_is_the_json_of_the_same_dict():
 
 
 def test_a_pager_refuses_items_out_of_order(tmp_path):
-    from errordb.export_layout import Urls
+    from errordb.publish.api_layout import Urls
 
     pager = export_output.Pager(
         export_output.OutputTree(tmp_path), Urls.for_site("/"), "x.json", page_size=2, page_bytes=100, inline_first=True

@@ -13,8 +13,8 @@ import pytest
 from helpers import RECORDS
 from test_export_data import build_db, table_rows
 
-from errordb import export_bulk
-from errordb.export import export_api
+from errordb.publish import downloads as export_bulk
+from errordb.publish.api import export_api
 from errordb.store import connect, ingest
 
 
@@ -156,7 +156,7 @@ def test_jsonl_segments_depend_on_the_ids_only(monkeypatch):
 def test_copy_range_appends_the_bytes_whichever_way_it_copies(tmp_path, monkeypatch, how):
     import os
 
-    from errordb import export_bulk
+    from errordb.publish import downloads as export_bulk
 
     data = bytes(range(256)) * 20_000  # 5 MB: several steps of either way
     (tmp_path / "old").write_bytes(data)

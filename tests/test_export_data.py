@@ -13,8 +13,8 @@ from pathlib import Path
 
 from helpers import KIMI_VALUE_ERROR, copy_records, envelope, write_envelope
 
-from errordb.check import check
-from errordb.conventions import github_url, slug_base
+from errordb.records.check import check
+from errordb.records.conventions import github_url, slug_base
 from errordb.store import ingest
 
 SYNTHETIC = 40

@@ -10,11 +10,11 @@ from click.testing import CliRunner
 from helpers import RECORDS
 
 from errordb.cli import cli
-from errordb.export import export_api
+from errordb.publish.api import export_api
 from errordb.store import connect, ingest
 
 jsonschema = pytest.importorskip("jsonschema")
-pytest.importorskip("errordb.result")
+pytest.importorskip("errordb.explainer.result")
 
 INPUTS = {
     "message": "ValueError: DSPARK requires explicit layer_ids for aux hidden capture.",
@@ -35,7 +35,7 @@ def published(tmp_path_factory):
     db = connect(folder / "errordb.db")
     export_api(db, folder / "api")
     db.close()
-    from errordb.result import FORMAT_VERSION
+    from errordb.explainer.result import FORMAT_VERSION
 
     schema = json.loads((folder / "api" / "schema" / f"explain-v{FORMAT_VERSION}.json").read_text())
     return folder / "errordb.db", schema
@@ -48,14 +48,14 @@ def test_explain_json_validates_against_the_published_schema(published, kind):
     assert result.exit_code in (0, 1), result.output
     document = json.loads(result.stdout)
     jsonschema.Draft202012Validator(schema).validate(document)
-    from errordb.result import FORMAT_VERSION
+    from errordb.explainer.result import FORMAT_VERSION
 
     assert document["version"] == FORMAT_VERSION  # the version in the schema's file name
     assert bool(document["matches"]) == (kind != "no match")
 
 
 def test_the_published_schema_is_the_result_models(published):
-    from errordb.result import explain_json_schema
+    from errordb.explainer.result import explain_json_schema
 
     _, schema = published
     jsonschema.Draft202012Validator.check_schema(schema)

@@ -11,8 +11,8 @@ from urllib.parse import unquote
 import pytest
 from test_export_data import SYNTHETIC, build_db
 
-from errordb.export import export_api
-from errordb.loader import parse_envelope
+from errordb.publish.api import export_api
+from errordb.records.loader import parse_envelope
 from errordb.store import connect
 
 jsonschema = pytest.importorskip("jsonschema")

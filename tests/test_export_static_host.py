@@ -17,7 +17,7 @@ import pytest
 from helpers import ALL_IDS, record_file
 from test_export_data import build_db
 
-from errordb.export import export_api
+from errordb.publish.api import export_api
 from errordb.store import connect
 
 

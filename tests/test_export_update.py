@@ -1,8 +1,8 @@
-"""An earlier API brought up to date in runs (``errordb.export_update``) gives a full export's bytes.
+"""An earlier API brought up to date in runs (``errordb.publish.api_update``) gives a full export's bytes.
 
 Each case writes the API of a few hundred generated records, changes the store, brings a copy
-of that API up to date the way a rebuild from a spare does (:func:`errordb.export.clear_for_update`
-then :func:`errordb.export.write_api` with the ids that changed) and compares every file with a
+of that API up to date the way a rebuild from a spare does (:func:`errordb.publish.api.clear_for_update`
+then :func:`errordb.publish.api.write_api` with the ids that changed) and compares every file with a
 full export of the changed store. Segments are made short so that a few hundred records give
 dozens of them, ended by the id rule or by the count, as at a million records.
 """
@@ -22,8 +22,10 @@ import pytest
 from helpers import write_jsonl
 from test_site import tree_bytes
 
-from errordb import export, export_bulk
-from errordb.export import PreviousApi, clear_for_update, write_api
+from errordb.publish import api as export
+
+from errordb.publish import downloads as export_bulk
+from errordb.publish.api import PreviousApi, clear_for_update, write_api
 from errordb.store import ingest
 
 GENERATOR = Path(__file__).resolve().parents[1] / "bench" / "generate.py"
@@ -275,7 +277,7 @@ def _three_versions(tmp_path: Path, generated: list[dict], edits: tuple[int, int
 
 @pytest.mark.parametrize("edits", [(200, 100), (100, 200), (150, 150), (0, 299)])
 def test_a_spares_downloads_are_updated_in_place_from_the_first_stale_record(tmp_path, generated, monkeypatch, edits):
-    from errordb import digest
+    from errordb.publish import digest
 
     monkeypatch.setattr(export_bulk, "SEGMENT_MOST", 16)
     monkeypatch.setattr(digest, "CHECKPOINT", 4096)  # so that the small downloads have several

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from errordb.check import check
+from errordb.records.check import check
 from errordb.cli import cli
-from errordb.harvest import DRAFT_TAG, HarvestError, harvest
-from errordb.harvest_messages import Unreadable, message_pattern, message_text, read_message
-from errordb.patterns import compile_pattern, fullmatch
+from errordb.harvest.drafts import DRAFT_TAG, HarvestError, harvest
+from errordb.harvest.messages import Unreadable, message_pattern, message_text, read_message
+from errordb.records.patterns import compile_pattern, fullmatch
 
 from helpers import copy_records
 
@@ -427,7 +427,7 @@ def test_a_failed_write_leaves_the_tree_as_it_was(tmp_path, monkeypatch):
             raise OSError(28, "No space left on device")
         real_replace(source, target)
 
-    monkeypatch.setattr("errordb.harvest.os.replace", failing_replace)
+    monkeypatch.setattr("errordb.harvest.drafts.os.replace", failing_replace)
     with pytest.raises(OSError):
         harvest(root, repo=REPO, sha=SHA2, out=out)
     assert len(calls) == 2  # one file had been replaced already: it was put back
@@ -531,7 +531,7 @@ def test_cli_harvest_bar_on_a_terminal_nothing_on_a_pipe_or_when_quiet(tmp_path,
 
 
 def test_drafts_are_accepted_by_ingest_and_shown_as_drafts_by_the_site(tmp_path):
-    from errordb.site import build_site
+    from errordb.publish.site import build_site
     from errordb.store import ingest
 
     out = copy_records(tmp_path / "records")  # drafts beside reviewed records

@@ -34,9 +34,9 @@ import pydantic
 import pytest
 import sqlite_utils
 
-from errordb.check import check
-from errordb.explanation import explain
-from errordb.harvest import harvest
+from errordb.records.check import check
+from errordb.explainer.explanation import explain
+from errordb.harvest.drafts import harvest
 from errordb.store import connect, ingest
 
 #: Harvested modules: (repository, the folder the module's source sits in, in the repository).

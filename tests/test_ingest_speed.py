@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from pydantic_core import to_json
 
-import errordb.patterns as patterns
+import errordb.records.patterns as patterns
 import errordb.workers as workers
 from errordb.errors import RecordError
-from errordb.loader import load_records
-from errordb.schema import canonical_json
+from errordb.records.loader import load_records
+from errordb.records.schema import canonical_json
 from errordb.store import ingest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))

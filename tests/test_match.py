@@ -11,8 +11,8 @@ from helpers import BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from errordb.match import Matcher, common_tail, same_file, score_candidate
-from errordb.patterns import (
+from errordb.explainer.match import Matcher, common_tail, same_file, score_candidate
+from errordb.records.patterns import (
     cached_pattern,
     index_key,
     literal_runs,

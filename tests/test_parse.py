@@ -1,4 +1,4 @@
-"""Tests for errordb.parse: real CPython output (3.8-3.13), log layouts, robustness."""
+"""Tests for errordb.explainer.parse: real CPython output (3.8-3.13), log layouts, robustness."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from errordb import parse
-from errordb.parse import Frame, ParsedException, iter_exceptions, parse_text
+from errordb.explainer import parse
+from errordb.explainer.parse import Frame, ParsedException, iter_exceptions, parse_text
 
 REF = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "cpython-tracebacks"
 LOGS = Path(__file__).resolve().parent / "data" / "logs"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import unicodedata
 
-from errordb.render import clean, one_line, reveal_invisible
+from errordb.explainer.render import clean, one_line, reveal_invisible
 
 JOINERS = {"\u200c", "\u200d"}  # kept: emoji and several scripts need them
 

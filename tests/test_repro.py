@@ -1,4 +1,4 @@
-"""Tests of the reference reproductions (errordb/repro.py, errordb/_repro_child.py,
+"""Tests of the reference reproductions (errordb/repro.py, errordb/repro/child.py,
 records/repros/).
 
 The real DSPARK reproduction runs once per session (two child processes,
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from errordb import repro as R
+from errordb.repro import reproduction as R
 
 REPO = Path(__file__).resolve().parent.parent
 KIMI_VALUE = "b318b4f842689251"
@@ -214,7 +214,7 @@ def test_snippet_checks(report):
 def test_committed_transcript_is_current(report, records):
     path = R.transcript_path("dspark_capture_guard")
     assert path.read_text(encoding="utf-8") == R.transcript_text(report), \
-        "stale transcript: run `python -m errordb.repro write-transcripts`"
+        "stale transcript: run `python -m errordb.repro.reproduction write-transcripts`"
     for record_id in (KIMI_VALUE, KIMI_PP, BAILING):
         transcript = R.load_transcript(record_id)
         assert transcript is not None and transcript["reproduction"] == "dspark_capture_guard"
@@ -366,7 +366,7 @@ def test_static_analysis_never_fails_on_junk(text):
 
 def test_parent_module_never_executes_code():
     """exec/eval/compile of snippet text happen only in the child script."""
-    tree = ast.parse((REPO / "errordb" / "repro.py").read_text(encoding="utf-8"))
+    tree = ast.parse((REPO / "errordb" / "repro" / "reproduction.py").read_text(encoding="utf-8"))
     forbidden = {"exec", "eval", "compile", "__import__", "execfile"}
     called = {node.func.id for node in ast.walk(tree)
               if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}

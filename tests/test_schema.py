@@ -8,8 +8,8 @@ import pytest
 from helpers import ALL_IDS, BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR, envelope, record_file
 
 from errordb.errors import RecordError
-from errordb.loader import parse_envelope, validate_envelope
-from errordb.schema import FIELD_NAMES, Envelope, canonical_json, record_json_schema
+from errordb.records.loader import parse_envelope, validate_envelope
+from errordb.records.schema import FIELD_NAMES, Envelope, canonical_json, record_json_schema
 
 SEED_FIELDS = [
     "id", "repo", "slug", "errorCode", "errorMessage", "messagePattern", "errorType", "errorClass",
@@ -158,7 +158,8 @@ def test_json_schema_is_generated_from_the_models():
 
 
 def test_store_field_lists_agree_with_the_models():
-    from errordb import schema, store
+    from errordb import store
+    from errordb.records import schema
 
     assert store.SCALAR_FIELDS == schema.SCALAR_FIELDS
     assert store.LIST_FIELDS == schema.LIST_FIELDS

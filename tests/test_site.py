@@ -19,9 +19,9 @@ from click.testing import CliRunner
 from helpers import ALL_IDS, BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR, copy_records, envelope, write_envelope
 from test_site_dom import parse_html
 
-pytest.importorskip("errordb.export", reason="errordb.export (issue 6) is missing: the site build calls its write_api")
+pytest.importorskip("errordb.publish.api", reason="errordb.publish.api (issue 6) is missing: the site build calls its write_api")
 
-from errordb.site import MANIFEST, build_site  # noqa: E402
+from errordb.publish.site import MANIFEST, build_site  # noqa: E402
 from errordb.store import ingest  # noqa: E402
 
 SHORT_SHA = "0132848349"
@@ -405,7 +405,7 @@ def test_manifest_lines_are_json_and_read_back_as_written(tmp_path, entry):
     # Plain lines are formatted without json.dumps: they must be the same text.
     import sqlite3
 
-    from errordb.site import _load_manifest, _manifest_entries, _manifest_line
+    from errordb.publish.site import _load_manifest, _manifest_entries, _manifest_line
 
     line = _manifest_line(entry)
     assert line == json.dumps(list(entry), ensure_ascii=False)
@@ -430,7 +430,7 @@ def test_manifest_lines_are_json_and_read_back_as_written(tmp_path, entry):
 def test_a_manifest_with_a_line_that_is_not_an_entry_is_not_used(tmp_path, lines):
     import sqlite3
 
-    from errordb.site import _load_manifest
+    from errordb.publish.site import _load_manifest
 
     manifest = tmp_path / MANIFEST
     manifest.write_text('{"format": "errordb-site-manifest", "environment": "e", "files": [\n' + ",\n".join(lines) + "\n]}\n", encoding="utf-8")
@@ -442,7 +442,7 @@ def test_a_manifest_with_a_line_that_is_not_an_entry_is_not_used(tmp_path, lines
 def test_a_path_listed_twice_in_a_manifest_keeps_its_last_entry(tmp_path):
     import sqlite3
 
-    from errordb.site import _load_manifest
+    from errordb.publish.site import _load_manifest
 
     lines = [["index.html", "k1", "s1"], ["about.html", "k2", "s2"], ["index.html", "k3", "s3"]]
     manifest = tmp_path / MANIFEST
@@ -522,11 +522,11 @@ def test_a_template_edited_between_two_builds_of_one_process_is_read_again(db_pa
     # not stat()ed on every page, so the edit must reach the next build some other way.
     import shutil
 
-    import errordb.site
+    import errordb.publish.site
 
     templates = tmp_path / "templates"
-    shutil.copytree(errordb.site.templates_dir(), templates)
-    monkeypatch.setattr(errordb.site, "templates_dir", lambda: templates)
+    shutil.copytree(errordb.publish.site.templates_dir(), templates)
+    monkeypatch.setattr(errordb.publish.site, "templates_dir", lambda: templates)
     out = tmp_path / "site"
     build_site(db_path, out, incremental=True)
     pages = sorted(out.glob("errors/*/index.html"))
@@ -547,7 +547,7 @@ def test_a_failed_build_leaves_the_previous_site_untouched(db_path, site, tmp_pa
     with conn:
         conn.execute("UPDATE records SET slug = '../../escaped' WHERE id = ?", [KIMI_PP_ERROR])
     conn.close()  # the store is in WAL mode: an open connection keeps its -wal and -shm files beside it
-    from errordb.site_paths import SiteError
+    from errordb.publish.paths import SiteError
 
     with pytest.raises(SiteError, match="escaped"):
         build_site(broken, out)
@@ -556,7 +556,7 @@ def test_a_failed_build_leaves_the_previous_site_untouched(db_path, site, tmp_pa
 
 
 def test_a_folder_that_is_not_a_previous_build_is_never_replaced(db_path, tmp_path):
-    from errordb.site_paths import SiteError
+    from errordb.publish.paths import SiteError
 
     precious = tmp_path / "documents"
     precious.mkdir()
@@ -601,9 +601,9 @@ def test_the_environment_reads_dict_fields_as_jinja2_does():
     # AttributeError); what it finds must be what jinja2's own rule finds, missing names included.
     import jinja2
 
-    from errordb.site_templates import environment
+    from errordb.publish.templates import environment
 
-    from errordb.site import templates_dir
+    from errordb.publish.site import templates_dir
 
     ours, theirs = environment(templates_dir(), "test"), jinja2.Environment(undefined=jinja2.StrictUndefined)
 

@@ -1,4 +1,4 @@
-"""Incremental builds that read only what a change can reach (``errordb.site_changes``).
+"""Incremental builds that read only what a change can reach (``errordb.publish.changes``).
 
 Each step below changes the store in one way that can move a page's related errors, its
 "same message" box or its family counts, builds incrementally over the previous site, and
@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from test_site import tree_bytes
 
-from errordb import site_changes
-from errordb.site import build_site
+from errordb.publish import changes as site_changes
+from errordb.publish.site import build_site
 from errordb.store import ingest
 
 GENERATOR = Path(__file__).resolve().parents[1] / "bench" / "generate.py"
@@ -136,9 +136,9 @@ STEPS = [_edit_documentation, _edit_message, _same_message_as_another, _new_comm
 def targeted(monkeypatch):
     """Incremental builds here find the records that share a message through the cache however
     many pages they render (120 records: a change reaches more than the tenth of them that
-    :data:`errordb.site.TARGETED_SHARE` allows); full builds group the whole store. Every
+    :data:`errordb.publish.site.TARGETED_SHARE` allows); full builds group the whole store. Every
     build renders :data:`BATCH` records a task."""
-    from errordb import site
+    from errordb.publish import site
 
     monkeypatch.setattr(site, "TARGETED_SHARE", 1.0)
     monkeypatch.setattr(site, "BATCH", BATCH)
@@ -154,7 +154,7 @@ def base(tmp_path_factory) -> tuple[list[dict], Path, Path, Path]:
     out = folder / "site"
     with pytest.MonkeyPatch.context() as patch:  # module scope: the per-test cache is not set yet
         patch.setenv("ERRORDB_CACHE", str(folder / "cache"))
-        patch.setattr("errordb.site.BATCH", BATCH)
+        patch.setattr("errordb.publish.site.BATCH", BATCH)
         build_site(db, out, jobs=1)
         cache = site_changes.cache_path(out)
     return envelopes, db, out, cache
@@ -311,7 +311,7 @@ def _count_full_comparisons(monkeypatch) -> list[int]:
 
 
 def test_a_store_changed_while_the_site_was_built_is_compared_whole_next_time(base, tmp_path, monkeypatch):
-    from errordb import site
+    from errordb.publish import site
 
     envelopes, db, out = _copy(base, tmp_path)
     settle = site._settle
@@ -351,7 +351,7 @@ def test_a_copy_of_the_store_that_went_its_own_way_is_compared_whole(base, tmp_p
 
 
 def test_a_page_no_change_reaches_but_missing_from_the_site_shows_its_whole_message_group(base, tmp_path):
-    from errordb.site import spare_path
+    from errordb.publish.site import spare_path
 
     envelopes, db, out = _copy(base, tmp_path)
     _same_message_as_another(envelopes, None)
@@ -435,7 +435,7 @@ def test_the_bulk_downloads_copy_what_did_not_change(base, tmp_path, monkeypatch
     import gzip
     import zipfile
 
-    from errordb import export_bulk
+    from errordb.publish import downloads as export_bulk
 
     envelopes, db, _ = _copy(base, tmp_path)
     monkeypatch.setattr(export_bulk, "SEGMENT_MOST", 8)  # 120 records: 15 segments or more
@@ -470,7 +470,7 @@ def _inodes(root: Path) -> dict[str, int]:
 
 
 def test_the_build_before_is_kept_and_brought_up_to_date_in_place(base, tmp_path):
-    from errordb.site import spare_path
+    from errordb.publish.site import spare_path
 
     envelopes, db, out = _copy(base, tmp_path)
     _edit_documentation(envelopes, None)
@@ -502,8 +502,10 @@ DOWNLOADS = ("all.jsonl.gz", "all.zip")
 def test_the_spares_bulk_downloads_are_updated_in_place(base, tmp_path, monkeypatch, touched):
     import os
 
-    from errordb import export, export_bulk
-    from errordb.site import spare_path
+    from errordb.publish import api as export
+
+    from errordb.publish import downloads as export_bulk
+    from errordb.publish.site import spare_path
 
     monkeypatch.setattr(export_bulk, "SEGMENT_MOST", 8)  # 120 records: 15 segments or more
     updated = []  # per build: whether the spare's downloads were opened to be updated in place
@@ -533,14 +535,14 @@ def test_the_spares_bulk_downloads_are_updated_in_place(base, tmp_path, monkeypa
 def test_the_manifests_hash_is_resumed_from_the_states_saved_by_the_build_before(base, tmp_path, monkeypatch):
     import hashlib
 
-    from errordb import digest
-    from errordb.site import MANIFEST
+    from errordb.publish import digest
+    from errordb.publish.site import MANIFEST
 
     monkeypatch.setattr(digest, "CHECKPOINT", 1024)  # a small site's manifest: several states
     hashed = []
     checkpointed = digest.checkpointed_sha256
     monkeypatch.setattr(digest, "checkpointed_sha256", lambda path, earlier=(), unchanged=0, written=None: hashed.append((Path(path).name, list(earlier), unchanged)) or checkpointed(path, earlier, unchanged, written))
-    from errordb import export_bulk
+    from errordb.publish import downloads as export_bulk
 
     copies = []  # the copies into the manifest
     copy_range = export_bulk.copy_range
@@ -566,7 +568,7 @@ def test_the_manifests_hash_is_resumed_from_the_states_saved_by_the_build_before
 def test_a_rebuild_that_fails_while_its_hashes_follow_the_writing_ends_and_changes_nothing(base, tmp_path, monkeypatch):
     import threading
 
-    from errordb import site
+    from errordb.publish import site
 
     envelopes, db, out = _copy(base, tmp_path)
     middle = sorted(envelopes, key=lambda envelope: envelope["record"]["id"])[len(envelopes) // 2]["record"]
@@ -608,7 +610,7 @@ def _record_task(db: Path, record_id: str) -> tuple:
     """The plan's task that renders ``record_id``'s page."""
     import sqlite_utils
 
-    from errordb import site
+    from errordb.publish import site
 
     store = sqlite_utils.Database(db)
     try:
@@ -618,7 +620,7 @@ def _record_task(db: Path, record_id: str) -> tuple:
 
 
 def test_a_rebuild_from_the_spare_runs_only_the_tasks_a_change_reaches(base, tmp_path, monkeypatch):
-    from errordb import site
+    from errordb.publish import site
 
     envelopes, db, out = _copy(base, tmp_path)
     run, read, api_listings = [], [], []
@@ -672,8 +674,8 @@ def test_a_rebuild_from_the_spare_runs_only_the_tasks_a_change_reaches(base, tmp
 
 
 def test_a_failed_build_over_a_spare_leaves_the_site_and_a_full_build_next(base, tmp_path, monkeypatch):
-    from errordb import site
-    from errordb.site import spare_path
+    from errordb.publish import site
+    from errordb.publish.site import spare_path
 
     envelopes, db, out = _copy(base, tmp_path)
     build_site(db, out, incremental=True, jobs=1)
@@ -697,7 +699,9 @@ def test_a_failed_build_over_a_spare_leaves_the_site_and_a_full_build_next(base,
 
 
 def test_listings_are_reused_when_no_listed_column_changed(base, tmp_path, monkeypatch):
-    from errordb import export, site, site_pages
+    from errordb.publish import api as export
+    from errordb.publish import site
+    from errordb.publish import pages as site_pages
 
     envelopes, db, _ = _copy(base, tmp_path)
     monkeypatch.setattr(site, "SITEMAP_LIMIT", 50)  # an index and three sitemaps, reused in their order

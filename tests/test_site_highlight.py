@@ -1,10 +1,10 @@
-"""Build-time syntax colouring (errordb/site_highlight.py)."""
+"""Build-time syntax colouring (errordb/publish/highlight.py)."""
 
 from __future__ import annotations
 
 from test_site_dom import parse_html
 
-from errordb.site_highlight import code_block, highlight_lines
+from errordb.publish.highlight import code_block, highlight_lines
 
 
 def test_every_source_line_keeps_its_text_and_its_real_number():

@@ -17,12 +17,12 @@ import pytest
 from helpers import BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR
 from test_site_dom import parse_html
 
-pytest.importorskip("errordb.export", reason="errordb.export (issue 6) is missing: the site build calls its write_api")
+pytest.importorskip("errordb.publish.api", reason="errordb.publish.api (issue 6) is missing: the site build calls its write_api")
 
-from errordb.export import Downloads  # noqa: E402
-from errordb.site import build_site, output_path  # noqa: E402
-from errordb.site_paths import SiteError, repo_dir, segment, tag_dir  # noqa: E402
-from errordb.site_text import rich_text, safe_https_url  # noqa: E402
+from errordb.publish.api import Downloads  # noqa: E402
+from errordb.publish.site import build_site, output_path  # noqa: E402
+from errordb.publish.paths import SiteError, repo_dir, segment, tag_dir  # noqa: E402
+from errordb.publish.text import rich_text, safe_https_url  # noqa: E402
 from errordb.store import ingest  # noqa: E402
 
 SCRIPT = "<script>alert('x')</script>"
@@ -84,7 +84,7 @@ def dot_dot_site(clean_db, tmp_path_factory) -> Path:
     out = folder / "out" / "site"
     with pytest.MonkeyPatch.context() as patch:
         no_api = SimpleNamespace(finish=lambda: Downloads([], {}))  # no API: no bulk segments
-        patch.setattr("errordb.site._write_api", lambda *args, **kwargs: contextlib.nullcontext(no_api))
+        patch.setattr("errordb.publish.site._write_api", lambda *args, **kwargs: contextlib.nullcontext(no_api))
         build_site(db, out)
     return out
 

@@ -1,4 +1,4 @@
-"""The site's Python colouring (errordb/site_lexing.py): every character kept, escaped, and
+"""The site's Python colouring (errordb/publish/lexing.py): every character kept, escaped, and
 coloured as Pygments would colour it but for the details the module decides on purpose."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 from pygments.lexers import PythonLexer
 from pygments.token import STANDARD_TYPES
 
-from errordb import site_lexing
-from errordb.site_lexing import python_lines
+from errordb.publish import lexing as site_lexing
+from errordb.publish.lexing import python_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 _PIECE = re.compile(r'<span class="([a-z0-9]+)">([^<]*)</span>|([^<]+)')

@@ -1,4 +1,4 @@
-"""Related errors (errordb/site_related.py): what counts, in which order, and the limits."""
+"""Related errors (errordb/publish/related.py): what counts, in which order, and the limits."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 from helpers import ALL_IDS, BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR, RECORDS, REPO, copy_records, envelope, write_envelope
 
-from errordb import site_related as R
+from errordb.publish import related as R
 from errordb.store import ingest
 
 

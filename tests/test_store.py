@@ -13,7 +13,7 @@ import pytest
 from helpers import ALL_IDS, BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR, RECORDS, copy_records, damage_schema_text, envelope, record_file, write_envelope, write_jsonl
 
 from errordb.errors import RecordError
-from errordb.schema import canonical_json
+from errordb.records.schema import canonical_json
 from errordb.store import (
     StoreError,
     connect,

@@ -25,9 +25,10 @@ from hypothesis import strategies as st
 from reliability_support import INVISIBLE, TROJAN_LINE, invisible_in, run_cli
 
 import errordb
-from errordb import parse, render
+from errordb.explainer import parse
+from errordb.explainer import render
 from errordb.cli import _read_lines
-from errordb.result import ExplainOut
+from errordb.explainer.result import ExplainOut
 from errordb.store import ingest
 
 KIMI_TB = (REPO / "examples" / "kimi_k3_layer_ids.log").read_text(encoding="utf-8")
@@ -370,7 +371,7 @@ def test_ten_thousand_different_exceptions_are_capped_and_counted(tmp_path, db, 
     not shown" in text and Markdown), so explain --format json as a whole stays under 8 KB of
     traced memory per reported exception plus 4 MB; the top-level "matches" list names each
     matched record once (2 here, for 100 Kimi tracebacks at different lines); the JSON is valid."""
-    from errordb.explanation import MAX_FINDINGS
+    from errordb.explainer.explanation import MAX_FINDINGS
 
     assert MAX_FINDINGS == 1000
     log = many_exceptions_log(tmp_path / "many.log", 10_000)

@@ -292,7 +292,7 @@ def test_two_ingests_at_once_both_succeed(data, tmp_path, figures):
 
 
 def test_explain_during_an_ingest_reads_the_old_data_without_waiting(data, tmp_path, figures):
-    from errordb.explanation import explain
+    from errordb.explainer.explanation import explain
 
     work = tmp_path / "work.db"
     copy_db(data["dbs"]["old"], work)
@@ -496,7 +496,7 @@ def test_a_full_disk_simulated(data, tmp_path, monkeypatch):
     def no_space(*args, **kwargs):
         raise OSError(28, "No space left on device", str(site))
 
-    monkeypatch.setattr("errordb.export_output.OutputTree.write_bytes", no_space)
+    monkeypatch.setattr("errordb.publish.output.OutputTree.write_bytes", no_space)
     result = run_cli("build", "--db", data["dbs"]["small-new"], "--out", site, "-q")
     assert_one_line_error(result.stderr, result.exit_code, "No space left on device")
     assert tree_digest(site) == site_before and leftovers(tmp_path, "site") == []

@@ -233,7 +233,7 @@ def test_the_site_shows_validated_hostile_records_as_text(db, tmp_path, figures)
 
 def test_the_site_scripts_never_parse_record_text_as_html():
     """The search and explain boxes put record text into the page with textContent only."""
-    from errordb.site import templates_dir
+    from errordb.publish.site import templates_dir
 
     for script in (templates_dir() / "static").glob("*.js"):
         source = script.read_text(encoding="utf-8")

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from reliability_support import db_files
 
 from errordb.errors import RecordError
-from errordb.schema import Envelope, canonical_json
+from errordb.records.schema import Envelope, canonical_json
 from errordb.store import connect, get_envelope, ingest
 
 BASE = envelope(KIMI_VALUE_ERROR)

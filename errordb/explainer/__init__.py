@@ -1,0 +1,1 @@
+"""Explaining a traceback: parse it, match it against the store, render the answer."""

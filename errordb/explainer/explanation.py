@@ -1,0 +1,254 @@
+"""``errordb explain``: parse a traceback or log, match every exception, say what it is.
+
+The data flows one way: text → :mod:`errordb.explainer.parse` → :class:`errordb.explainer.match.Matcher` →
+:class:`Explanation`, which the renderers (:mod:`errordb.explainer.render`) and ``--format json`` read.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import traceback
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from errordb.explainer.match import Match, Matcher, rank
+
+SIMILAR_LIMIT = 3
+#: explain reports at most this many exceptions of one input (the first ones, in input order);
+#: the rest are counted, not matched (``omitted``; ``omittedExceptions`` in JSON). Each finding
+#: costs a few KB until the output is written (~6.6 KB for ``--format json``), so without a cap a
+#: log of a million distinct exceptions would need gigabytes; with it, ~7 MB at most.
+MAX_FINDINGS = 1000
+#: Name and version of the ``--format json`` document (its schema: :mod:`errordb.explainer.result`).
+FORMAT_NAME = "errordb.explain"
+FORMAT_VERSION = 1
+
+
+@dataclass
+class Finding:
+    """One parsed exception and the records that match it, best first."""
+
+    index: int
+    exception: Any  # errordb.explainer.parse.ParsedException
+    matches: list[Match]
+    root_cause: bool
+
+    @property
+    def best(self) -> list[Match]:
+        """The matches sharing the best score: one record, or several equally likely."""
+        if not self.matches:
+            return []
+        top = self.matches[0].score
+        return [m for m in self.matches if m.score == top]
+
+    @property
+    def tell_apart(self) -> str | None:
+        """When several records match equally well, what tells them apart."""
+        best = self.best
+        if len(best) < 2:
+            return None
+        places = "; ".join(f"{m.record['filePath']}:{m.record['lineNumber']} in {m.record['function'] or '?'}" for m in best)
+        return (
+            f"{len(best)} records share this message: {places}. "
+            "The traceback's frames tell them apart: paste the whole traceback."
+        )
+
+
+@dataclass
+class Explanation:
+    """Everything explain found in one input."""
+
+    findings: list[Finding]
+    dataset_version: str | None
+    similar: list[dict[str, Any]] = field(default_factory=list)
+    #: Exceptions found after the first :data:`MAX_FINDINGS`: counted, not matched or shown.
+    omitted: int = 0
+
+    @property
+    def matches(self) -> list[tuple[Match, Finding]]:
+        """Each matched record once, with its best score across the input, best first."""
+        best: dict[str, tuple[Match, Finding]] = {}
+        for finding in self.findings:
+            for match in finding.matches:
+                if match.id not in best or match.score > best[match.id][0].score:
+                    best[match.id] = (match, finding)
+        order = rank([m for m, _ in best.values()])
+        return [best[m.id] for m in order]
+
+    @property
+    def exit_code(self) -> int:
+        """0 when something matched, 1 when nothing did (like grep); omitted exceptions do not count."""
+        return 0 if any(f.matches for f in self.findings) else 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--format json`` document (shape: :mod:`errordb.explainer.result`, version 1)."""
+        from errordb import __version__
+
+        def evidence(match: Match) -> list[dict[str, Any]]:
+            return [{"kind": e.kind, "points": e.points, "detail": e.detail} for e in match.evidence]
+
+        exceptions = []
+        for finding in self.findings:
+            exc = finding.exception
+            exceptions.append(
+                {
+                    "index": finding.index,
+                    "type": exc.exc_type,
+                    "message": exc.message,
+                    "notes": list(exc.notes),
+                    "role": exc.role,
+                    "rootCause": finding.root_cause,
+                    "groupPath": list(exc.group_path),
+                    "ranks": list(exc.ranks),
+                    "line": exc.line_no,
+                    "frames": [{"file": f.file, "line": f.line, "function": f.function} for f in exc.frames],
+                    "matches": [
+                        {"id": m.id, "slug": m.record["slug"], "score": m.score, "evidence": evidence(m)}
+                        for m in finding.matches
+                    ],
+                    "tellApart": finding.tell_apart,
+                }
+            )
+        matches = []
+        for match, finding in self.matches:
+            record = match.record
+            matches.append(
+                {
+                    "id": match.id,
+                    "slug": record["slug"],
+                    "score": match.score,
+                    "evidence": evidence(match),
+                    "repo": record["repo"],
+                    "errorClass": record["errorClass"],
+                    "errorMessage": record["errorMessage"],
+                    "filePath": record["filePath"],
+                    "lineNumber": record["lineNumber"],
+                    "function": record["function"],
+                    "exception": finding.index,
+                    "tie": len(finding.best) > 1 and match in finding.best,
+                }
+            )
+        document = {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "errordbVersion": __version__,
+            "datasetVersion": self.dataset_version,
+            "exceptions": exceptions,
+            "matches": matches,
+            "similar": self.similar,
+        }
+        # Only when something was left out: a complete document stays valid against the
+        # version 1 schema as first published (which allows no other field).
+        if self.omitted:
+            document["omittedExceptions"] = self.omitted
+        return document
+
+
+def _is_root_cause(exc: Any, following: Any) -> bool:
+    # A chain starts with role "root"; the exceptions after it ("cause"/"context") belong to it.
+    return exc.role == "root" and following is not None and following.role in ("cause", "context")
+
+
+def explain_exceptions(exceptions: Iterable[Any], db: Any, limit: int | None = None) -> Explanation:
+    """Match parsed exceptions against the store ``db`` (a connection or sqlite_utils Database).
+
+    Only the first ``limit`` (default :data:`MAX_FINDINGS`) are kept and matched; the rest of
+    ``exceptions`` (a list, or an iterator read lazily) are counted in ``omitted``, so memory is
+    bounded however many there are.
+    """
+    from errordb.store import meta
+
+    limit = MAX_FINDINGS if limit is None else limit
+    kept: list[Any] = []
+    following = None  # the first exception after the kept ones: it says if the last kept one is a root cause
+    omitted = 0
+    for exc in exceptions:
+        if len(kept) < limit:
+            kept.append(exc)
+        else:
+            if not omitted:
+                following = exc
+            omitted += 1
+    matcher = Matcher(getattr(db, "conn", db))
+    findings = []
+    for index, exc in enumerate(kept):
+        after = kept[index + 1] if index + 1 < len(kept) else following
+        findings.append(Finding(index, exc, matcher.match(exc.exc_type, exc.message, exc.frames), _is_root_cause(exc, after)))
+    explanation = Explanation(findings, meta(db).get("datasetVersion"), omitted=omitted)
+    if kept and not any(f.matches for f in findings):
+        explanation.similar = similar_records(db, " ".join(exc.message for exc in kept))
+    return explanation
+
+
+def explain(source: str | BaseException | Iterable[str], db: Any = None) -> Explanation:
+    """Explain a traceback or log text, an exception object, or lines of a log read lazily.
+
+    The first :data:`MAX_FINDINGS` exceptions found are explained; the rest are counted
+    (:attr:`Explanation.omitted`).
+
+    ``db`` is a sqlite_utils Database, a path, or ``None`` for ``$ERRORDB_DB`` or the
+    embedded default.
+    """
+    from errordb.explainer.parse import iter_exceptions, parse_text
+
+    if isinstance(source, BaseException):
+        source = "".join(traceback.format_exception(source))
+    db = _as_db(db)
+    # Lines are parsed as they are read, and only the first MAX_FINDINGS exceptions are kept. A
+    # text is parsed whole (it is in memory already; parse_text puts rare interleavings in order).
+    exceptions = parse_text(source) if isinstance(source, str) else iter_exceptions(source)
+    return explain_exceptions(exceptions, db)
+
+
+_FTS_WORD = re.compile(r"[A-Za-z0-9_]{3,}")
+#: A word found in more records than this is too common to say what the message is about.
+COMMON_WORD_DOCS = 1000
+
+
+def similar_records(db: Any, text: str, limit: int = SIMILAR_LIMIT) -> list[dict[str, Any]]:
+    """Records whose text resembles ``text`` by full-text search: similar, not the same error.
+
+    Ranking every record that shares a common word costs time proportional to the dataset, so
+    only the message's distinctive words are used: those in at most ``COMMON_WORD_DOCS``
+    records (each word's count stops at that bound, so the cost is bounded too).
+    """
+    words = list(dict.fromkeys(w.lower() for w in _FTS_WORD.findall(text)))[:32]
+    probe = "SELECT count(*) FROM (SELECT rowid FROM records_fts WHERE records_fts MATCH ? LIMIT ?)"
+    distinctive = [w for w in words if db.execute(probe, [f'"{w}"', COMMON_WORD_DOCS + 1]).fetchone()[0] <= COMMON_WORD_DOCS]
+    if not distinctive:
+        return []
+    query = " OR ".join(f'"{w}"' for w in distinctive)
+    sql = (
+        "SELECT records.id, records.slug, records.errorMessage FROM records_fts "
+        "JOIN records ON records.rowid = records_fts.rowid WHERE records_fts MATCH ? "
+        "ORDER BY bm25(records_fts), records.id LIMIT ?"
+    )
+    rows = db.execute(sql, [query, limit]).fetchall()
+    return [{"id": r[0], "slug": r[1], "errorMessage": r[2]} for r in rows]
+
+
+def install(db: Any = None, stream: Any = None) -> None:
+    """Make uncaught exceptions print errordb's explanation after the normal traceback."""
+    previous = sys.excepthook
+
+    def hook(kind, value, tb):
+        previous(kind, value, tb)
+        try:
+            from errordb.explainer.render import render_terminal
+
+            result = explain(value, db)
+            out = stream or sys.stderr
+            out.write(render_terminal(result, db=_as_db(db), color=out.isatty()) + "\n")
+        except Exception as exc:  # the user's own error matters more than ours
+            (stream or sys.stderr).write(f"errordb: could not explain this error ({exc})\n")
+
+    sys.excepthook = hook
+
+
+def _as_db(db: Any) -> Any:
+    from errordb.store import open_connection
+
+    return db if db is not None and not isinstance(db, (str, os.PathLike)) else open_connection(db)

@@ -1,0 +1,189 @@
+"""Matching parsed exceptions against record patterns, and ranking the matches.
+
+The rules are in ``docs/matching.md`` (the site's explain box implements the same ones).
+Candidates come from the store's ``matchKey`` index, so the cost of a lookup depends on how
+many records share a word with the message, not on the size of the dataset; every candidate
+is then verified with its real pattern, in RE2.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any
+
+from errordb.records.patterns import PatternError, cached_pattern, message_words
+
+FULL_MATCH = 100
+PARTIAL_MATCH = 40
+CLASS_AGREES = 30
+CLASS_DIFFERS = -30
+FRAME_FILE = 20
+FRAME_FUNCTION = 10
+FRAME_LINE = 10
+LINE_HORIZON = 200  # lines away at which a frame's line stops counting
+
+#: The record columns a match needs (and that renderers get along with it).
+CANDIDATE_COLUMNS = ("id", "slug", "repo", "errorClass", "errorMessage", "messagePattern", "filePath", "function", "lineNumber")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One reason a match scores what it does."""
+
+    kind: str  # message-full, message-partial, class-agrees, class-differs, frame-file, frame-function, frame-line
+    points: float
+    detail: str
+
+
+@dataclass
+class Match:
+    """A record whose pattern matched one parsed exception, with its score and why."""
+
+    record: dict[str, Any]
+    score: float
+    evidence: list[Evidence] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return self.record["id"]
+
+
+def short_class(name: str | None) -> str | None:
+    return name.rsplit(".", 1)[-1] if name else None
+
+
+#: The folder CPython installs its Lib/ as: python3.11, python3.13t (free-threaded), python3.
+STDLIB_FOLDER = re.compile(r"python\d+(?:\.\d+)?t?")
+
+
+def common_tail(frame_path: str, record_path: str) -> int:
+    """How many trailing path components two paths share (``\\`` counts as ``/``)."""
+    a = [p for p in frame_path.replace("\\", "/").split("/") if p]
+    b = [p for p in record_path.replace("\\", "/").split("/") if p]
+    count = 0
+    while count < min(len(a), len(b)) and a[-1 - count] == b[-1 - count]:
+        count += 1
+    return count
+
+
+def same_file(frame_path: str, record_path: str) -> bool:
+    """Whether a traceback frame's file is the record's file.
+
+    Installed packages drop the repository's source root (``python/``, ``src/``) and add their
+    own prefix (``site-packages/``), so the paths agree on their last components only: the
+    whole record path, or at least its file name and the folder holding it.
+    """
+    parts = [p for p in record_path.replace("\\", "/").split("/") if p]
+    common = common_tail(frame_path, record_path)
+    if common >= min(len(parts), 2):
+        return True
+    # CPython's Lib/ is installed as lib/pythonX.Y/, so a top-level standard-library module
+    # (Lib/argparse.py) shares only its file name with its installed copy: accept the version
+    # folder in place of Lib.
+    frame = [p for p in frame_path.replace("\\", "/").split("/") if p]
+    return (
+        len(parts) >= 2 and parts[0] == "Lib" and common == len(parts) - 1
+        and len(frame) > common and STDLIB_FOLDER.fullmatch(frame[-1 - common]) is not None
+    )
+
+
+def score_candidate(record: dict[str, Any], exc_type: str | None, message: str, frames: list[Any]) -> Match | None:
+    """Score one record against one exception (``frames`` need ``file``, ``line``, ``function``).
+
+    Returns ``None`` when the record's pattern does not match the message at all.
+    """
+    try:
+        pattern = cached_pattern(record["messagePattern"])
+    except PatternError:
+        return None
+    text = message.strip()
+    first_line = text.split("\n", 1)[0]
+    evidence: list[Evidence] = []
+    if pattern.fullmatch(text) is not None:
+        evidence.append(Evidence("message-full", FULL_MATCH, "the pattern matches the whole message"))
+    elif first_line != text and pattern.fullmatch(first_line) is not None:
+        evidence.append(Evidence("message-full", FULL_MATCH, "the pattern matches the message's first line"))
+    elif pattern.search(text) is not None:
+        evidence.append(Evidence("message-partial", PARTIAL_MATCH, "the pattern matches part of the message"))
+    else:
+        return None
+    if exc_type:
+        if exc_type == record["errorClass"] or short_class(exc_type) == short_class(record["errorClass"]):
+            evidence.append(Evidence("class-agrees", CLASS_AGREES, f"raised as {exc_type}, the record's class"))
+        else:
+            evidence.append(Evidence("class-differs", CLASS_DIFFERS, f"raised as {exc_type}; the record raises {record['errorClass']}"))
+    best = _best_frame(record, frames)
+    if best:
+        evidence.extend(best)
+    return Match(record=record, score=round(sum(e.points for e in evidence), 1), evidence=evidence)
+
+
+def _best_frame(record: dict[str, Any], frames: list[Any]) -> list[Evidence] | None:
+    best: tuple[float, list[Evidence]] | None = None
+    for frame in frames:  # outermost first: a later (inner) frame wins a tie
+        if not same_file(frame.file or "", record["filePath"]):
+            continue
+        found = [Evidence("frame-file", FRAME_FILE, f"a frame is in {record['filePath']}")]
+        if record.get("function") and frame.function == record["function"]:
+            found.append(Evidence("frame-function", FRAME_FUNCTION, f"in {frame.function}, the function that raises it"))
+        if frame.line is not None:
+            distance = abs(frame.line - record["lineNumber"])
+            if distance == 0:
+                found.append(Evidence("frame-line", FRAME_LINE, f"at line {frame.line}, the record's line"))
+            else:
+                points = round(FRAME_LINE * max(0.0, 1 - distance / LINE_HORIZON), 1)
+                if points > 0:
+                    found.append(Evidence("frame-line", points, f"at line {frame.line}, {distance} lines from the record's {record['lineNumber']}"))
+        total = sum(e.points for e in found)
+        if best is None or total >= best[0]:
+            best = (total, found)
+    return best[1] if best else None
+
+
+def rank(matches: list[Match]) -> list[Match]:
+    """Best first; equal scores by record id so the order is deterministic."""
+    return sorted(matches, key=lambda m: (-m.score, m.id))
+
+
+class Matcher:
+    """Looks candidates up in a store and scores them; one per database connection."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+
+    def candidates(self, message: str) -> list[dict[str, Any]]:
+        """Records whose index word occurs in ``message``, plus those with no index word."""
+        words = message_words(message)
+        columns = ", ".join(f'"{c}"' for c in CANDIDATE_COLUMNS)
+        found: dict[str, dict[str, Any]] = {}
+        # SQLite allows 32766 parameters; batches keep any message far below that.
+        for start in range(0, max(len(words), 1), 500):
+            chunk = words[start : start + 500] or [""]
+            marks = ",".join("?" * len(chunk))
+            sql = f"SELECT {columns} FROM records WHERE matchKey IN ({marks}, '')"
+            for row in self.conn.execute(sql, chunk):
+                found[row[0]] = dict(zip(CANDIDATE_COLUMNS, row))
+        return list(found.values())
+
+    def match(self, exc_type: str | None, message: str, frames: list[Any] = ()) -> list[Match]:
+        """Every record matching one exception, ranked."""
+        matches = []
+        for record in self.candidates(message):
+            scored = score_candidate(record, exc_type, message, list(frames))
+            if scored:
+                matches.append(scored)
+        return rank(matches)
+
+
+def full_match_confidence(matches: list[Match]) -> list[list[Match]]:
+    """Matches grouped into tiers of equal score (the first tier is the answer)."""
+    tiers: list[list[Match]] = []
+    for match in matches:
+        if tiers and math.isclose(tiers[-1][0].score, match.score):
+            tiers[-1].append(match)
+        else:
+            tiers.append([match])
+    return tiers

@@ -1,0 +1,324 @@
+"""Rendering explanations and records for people: the terminal and Markdown.
+
+Record text is untrusted: every piece of it passes :func:`clean` (no terminal escape sequences
+or other control characters reach the user's terminal, and invisible formatting characters are
+shown as ``<U+XXXX>``), and Markdown output puts record text in code spans or escapes it, so a
+record cannot inject links or markup into a GitHub issue.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import textwrap
+from typing import Any
+
+from errordb.records.snippet import snippet_lines
+
+_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+# Characters that are not drawn but change how the text around them is drawn: Unicode's format
+# characters (category Cf) and the line and paragraph separators. The bidirectional embeddings,
+# overrides, isolates and marks (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C) make a
+# terminal or a browser show text in another order than it is read ("Trojan Source": code that
+# looks harmless and is not); zero-width spaces, word joiners, invisible operators, the BOM and
+# the tag characters hide text or split words invisibly. They are shown as <U+XXXX> rather than
+# removed, so the reader sees that the text was made to look different from what it is, and
+# where. Left as they are: the zero-width joiner and non-joiner (U+200C, U+200D), which emoji and
+# several scripts need to be drawn right and which reorder nothing.
+# (tests/test_render_invisible.py checks this against the running Python's Unicode database.)
+_INVISIBLE = re.compile(
+    "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b\u200e\u200f\u2028-\u202e"
+    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
+)
+# Control characters in a one-line message: shown as \xNN escapes (the line stays one line).
+_ONE_LINE_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def reveal_invisible(text: str) -> str:
+    """``text`` with each invisible formatting character (bidi controls...) written as ``<U+XXXX>``."""
+    if text.isascii():  # the common case, and none of them is ASCII
+        return text
+    return _INVISIBLE.sub(lambda m: f"<U+{ord(m.group()):04X}>", text)
+
+
+def clean(text: str | None) -> str:
+    """``text`` for a terminal: without escape sequences and control characters (newlines and
+    tabs stay), invisible formatting characters shown as ``<U+XXXX>``."""
+    return reveal_invisible(_CONTROL.sub("", text or ""))
+
+
+def one_line(text: str) -> str:
+    """``text`` as one safe line: control characters (newlines, ESC...) written as ``\\xNN``,
+    invisible formatting characters as ``<U+XXXX>``. For error messages that quote untrusted
+    text (file names, command-line arguments, SQLite's messages quoting a damaged database)."""
+    return reveal_invisible(_ONE_LINE_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text))
+
+
+def site_urls(record: dict[str, Any]) -> tuple[str, str]:
+    """The record's page and JSON URLs under ``$ERRORDB_SITE_URL`` (default: site-relative paths)."""
+    base = os.environ.get("ERRORDB_SITE_URL", "/")
+    base = base if base.endswith("/") else base + "/"
+    return f"{base}errors/{clean(record['slug'])}/", f"{base}api/errors/{record['id']}.json"
+
+
+class Style:
+    """ANSI styles, or nothing when colour is off."""
+
+    def __init__(self, color: bool):
+        self.color = color
+
+    def _wrap(self, code: str, text: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
+
+    def bold(self, text: str) -> str:
+        return self._wrap("1", text)
+
+    def dim(self, text: str) -> str:
+        return self._wrap("2", text)
+
+    def red(self, text: str) -> str:
+        return self._wrap("31;1", text)
+
+    def green(self, text: str) -> str:
+        return self._wrap("32", text)
+
+    def yellow(self, text: str) -> str:
+        return self._wrap("33", text)
+
+    def cyan(self, text: str) -> str:
+        return self._wrap("36", text)
+
+    def highlight(self, text: str) -> str:
+        """Search matches: bold yellow."""
+        return self._wrap("1;33", text)
+
+
+def use_color(stream: Any, requested: bool | None) -> bool:
+    """Colour only on a terminal, never with ``NO_COLOR`` set or ``--no-color``."""
+    if requested is not None:
+        return requested
+    if os.environ.get("NO_COLOR"):
+        return False
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+def terminal_width() -> int:
+    return max(40, min(shutil.get_terminal_size((100, 24)).columns, 120))
+
+
+def _para(text: str, width: int, indent: str = "  ") -> str:
+    return "\n".join(
+        textwrap.fill(line, width=width, initial_indent=indent, subsequent_indent=indent) if line.strip() else ""
+        for line in clean(text).split("\n")
+    )
+
+
+def _code(text: str, indent: str = "    ") -> str:
+    return "\n".join(indent + line for line in clean(text).split("\n"))
+
+
+def snippet_view(record: dict[str, Any], style: Style, context: int = 6) -> str:
+    """The snippet around the throwing line, with real line numbers and the raise marked."""
+    lines = snippet_lines(clean(record["sourceCode"]))
+    index = record["lineNumber"] - record["sourceCodeStart"]
+    low, high = max(0, index - context), min(len(lines), index + context + 1)
+    digits = len(str(record["sourceCodeStart"] + high))
+    out = []
+    for i in range(low, high):
+        number = record["sourceCodeStart"] + i
+        marker = ">" if i == index else " "
+        text = f"  {marker} {number:>{digits}} | {lines[i]}"
+        out.append(style.red(text) if i == index else style.dim(text) if not lines[i].strip() else text)
+    return "\n".join(out)
+
+
+def record_sections(record: dict[str, Any], style: Style, width: int, transcript: str | None = None) -> list[str]:
+    """The record's sections for the terminal, in the order of its web page."""
+    page, json_url = site_urls(record)
+    header = f"{clean(record['repo'])} · {clean(record['severity'])} · {clean(record['errorClass'])}"
+    sections = [style.dim(header), style.bold(clean(record["errorMessage"]))]
+    if record.get("documentation"):
+        sections.append(style.cyan("What it means") + "\n" + _para(record["documentation"], width))
+    sections.append(
+        style.cyan("Thrown at")
+        + f" {clean(record['filePath'])}:{record['lineNumber']}"
+        + (f" in {clean(record['function'])}" if record.get("function") else "")
+        + "\n"
+        + snippet_view(record, style)
+    )
+    if record.get("solutions"):
+        items = "\n".join(
+            textwrap.fill(clean(s), width=width, initial_indent=f"  {n}. ", subsequent_indent="     ")
+            for n, s in enumerate(record["solutions"], start=1)
+        )
+        sections.append(style.cyan("Solutions") + "\n" + items)
+    for key, title in (("exampleFix", "Example fix"), ("validationCode", "Validation"), ("typeGuard", "Type guard"), ("tryCatchPattern", "Try/except pattern")):
+        if record.get(key):
+            sections.append(style.cyan(title) + "\n" + _code(record[key]))
+    when = [f"Trigger: {record['triggerScenarios']}" if record.get("triggerScenarios") else "",
+            f"Common situations: {record['commonSituations']}" if record.get("commonSituations") else ""]  # fmt: skip
+    if any(when):
+        sections.append(style.cyan("When it happens") + "\n" + "\n".join(_para(w, width) for w in when if w))
+    if record.get("preventionTips"):
+        sections.append(style.cyan("Prevention") + "\n" + "\n".join(_para(f"- {t}", width) for t in record["preventionTips"]))
+    if transcript:
+        sections.append(style.cyan("Reproduction") + "\n" + _code(transcript, "  "))
+    sections.append(style.dim(f"Page: {page}\nJSON: {json_url}\nSource: {clean(record['githubUrl'])}"))
+    return sections
+
+
+def render_record(record: dict[str, Any], color: bool = False, width: int | None = None, transcript: str | None = None) -> str:
+    """One record in full for the terminal: explain's block for its best match, and ``errordb show``.
+
+    ``transcript`` is the committed reproduction (:func:`reproduction_text`), shown when given.
+    """
+    return "\n\n".join(record_sections(record, Style(color), width or terminal_width(), transcript))
+
+
+def _evidence_line(match: Any) -> str:
+    return ", ".join(f"{e.detail} ({e.points:+g})" for e in match.evidence)
+
+
+def render_terminal(explanation: Any, db: Any, color: bool = False, width: int | None = None) -> str:
+    """The explanation as text for a terminal: each finding, its best record in full, the rest listed."""
+    from errordb.store import get_record
+
+    style = Style(color)
+    width = width or terminal_width()
+    if not explanation.findings:
+        return "No exception found in the input (no traceback, no `Class: message` line)."
+    blocks: list[str] = []
+    shown: set[str] = set()
+    for finding in explanation.findings:
+        exc = finding.exception
+        title = f"{clean(exc.exc_type) + ': ' if exc.exc_type else ''}{clean(exc.message)}".strip()
+        where = f" (from {', '.join(clean(r) for r in exc.ranks)})" if exc.ranks else ""
+        role = " — root cause" if finding.root_cause else ""
+        blocks.append(style.bold(f"● {title[:500]}") + style.dim(f"{where}{role}"))
+        if not finding.matches:
+            blocks.append("  No known error matches this message.")
+            continue
+        best = finding.best
+        if len(best) > 1:
+            blocks.append(style.yellow(f"  Equally likely: {len(best)} records. ") + _para(finding.tell_apart or "", width, "  ").lstrip())
+        for rank_number, match in enumerate(finding.matches[:5], start=1):
+            record = match.record
+            label = f"  {rank_number}. {clean(record['slug'])}  score {match.score:g}"
+            if match not in best and match.evidence[0].kind == "message-full":
+                label += f"  (same message, raised elsewhere: {clean(record['filePath'])}:{record['lineNumber']})"
+            blocks.append(style.green(label) if match in best else label)
+            blocks.append(_para(f"why: {_evidence_line(match)}", width, "     "))
+        for match in best:
+            if match.id in shown:
+                continue
+            shown.add(match.id)
+            record = get_record(db, match.id)
+            if record is None:
+                continue
+            blocks.append(render_record(record, color, width, reproduction_text(match.id)))
+    if explanation.omitted:
+        blocks.append(style.yellow(omitted_note(explanation)))
+    if explanation.similar:
+        blocks.append(style.cyan("Similar, not the same:"))
+        blocks.extend(f"  - {clean(s['slug'])}: {clean(s['errorMessage'])}" for s in explanation.similar)
+    return "\n\n".join(blocks)
+
+
+def omitted_note(explanation: Any) -> str:
+    """What explain leaves out of a long input (beyond :data:`errordb.explainer.explanation.MAX_FINDINGS`)."""
+    count = explanation.omitted
+    return (
+        f"… and {count:,} more exception{'s' if count != 1 else ''} not shown: explain reports the first "
+        f"{len(explanation.findings):,} exceptions of an input (explain a part of the log to see the others)."
+    )
+
+
+def reproduction_text(record_id: str) -> str | None:
+    """The committed reproduction of a record as a side-by-side table, when one exists.
+
+    Reads the transcript file only: nothing runs (``errordb repro`` runs it).
+    """
+    from errordb.repro import reproduction as repro
+
+    transcript = repro.load_transcript(record_id)
+    if transcript is None:
+        return None
+    rows = repro.side_by_side(transcript)
+    header, body = rows[0], rows[1:]
+    lines = [f"{transcript.get('title', '')}".strip(), ""]
+    for row in body:
+        lines.append(f"- {row[0]}")
+        lines.extend(f"    {name}: {cell}" for name, cell in zip(header[1:], row[1:]))
+    lines.append("")
+    lines.append(f"Run it: errordb repro {record_id}")
+    return "\n".join(lines)
+
+
+def md_escape(text: str) -> str:
+    """Markdown-escape untrusted text so it cannot form links, images or HTML."""
+    return _MD_SPECIAL.sub(r"\\\1", clean(text))
+
+
+def md_code_span(text: str) -> str:
+    """Untrusted text as a Markdown code span (inside which nothing is markup)."""
+    return "`" + clean(text).replace("`", "'").replace("\n", " ") + "`"
+
+
+def md_code_block(text: str, lang: str = "") -> str:
+    body = clean(text)
+    fence = "```"
+    while fence in body:
+        fence += "`"
+    return f"{fence}{lang}\n{body}\n{fence}"
+
+
+def render_markdown(explanation: Any, db: Any) -> str:
+    """The explanation as Markdown, for pasting into a GitHub issue."""
+    from errordb.store import get_record
+
+    if not explanation.findings:
+        return "_errordb: no exception found in the input._"
+    out = []
+    for finding in explanation.findings:
+        exc = finding.exception
+        out.append(f"### {md_escape((exc.exc_type + ': ') if exc.exc_type else '')}{md_escape(exc.message[:300])}")
+        if not finding.matches:
+            out.append("No known error matches this message.")
+            continue
+        if finding.tell_apart:
+            out.append(f"> {md_escape(finding.tell_apart)}")
+        for match in finding.best:
+            out.extend(record_markdown_sections(get_record(db, match.id), match))
+    if explanation.omitted:
+        out.append(f"_{omitted_note(explanation)}_")
+    if explanation.similar:
+        out.append("Similar, not the same: " + ", ".join(md_code_span(s["slug"]) for s in explanation.similar))
+    return "\n\n".join(out) + "\n"
+
+
+def record_markdown_sections(record: dict[str, Any], match: Any = None) -> list[str]:
+    """A record's Markdown paragraphs: explain's block for a match (with its score and evidence)
+    and, without ``match``, the body of ``errordb show --format markdown``."""
+    page, json_url = site_urls(record)
+    score = f" (score {match.score:g})" if match is not None else ""
+    out = [f"**{md_escape(record['errorClass'])}** in {md_code_span(record['repo'])} "
+           f"at {md_code_span(record['filePath'] + ':' + str(record['lineNumber']))}{score}"]  # fmt: skip
+    if match is not None:
+        out.append(f"Why: {md_escape(_evidence_line(match))}")
+    if record.get("documentation"):
+        out.append(md_escape(record["documentation"]))
+    if record.get("solutions"):
+        out.append("\n".join(f"{n}. {md_escape(s)}" for n, s in enumerate(record["solutions"], start=1)))
+    if record.get("exampleFix"):
+        out.append(md_code_block(record["exampleFix"], "python"))
+    out.append(f"Page: {md_code_span(page)} · JSON: {md_code_span(json_url)}")
+    return out
+
+
+def render_record_markdown(record: dict[str, Any]) -> str:
+    """One record as Markdown (``errordb show --format markdown``), headed like an explain finding."""
+    title = f"### {md_escape(record['errorClass'] + ': ')}{md_escape(record['errorMessage'][:300])}"
+    return "\n\n".join([title, *record_markdown_sections(record)]) + "\n"

@@ -1,0 +1,1 @@
+"""Draft records from the raise sites of a Python source tree."""

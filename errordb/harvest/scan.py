@@ -1,0 +1,821 @@
+"""Finding the raise sites of a Python source tree with :mod:`ast` (nothing is imported or run).
+
+A *site* is one ``raise`` of an exception class whose message :mod:`errordb.harvest.messages`
+can read. Two things about the tree are learnt first, from all its files:
+
+- its classes, and where each one's ``__init__`` takes the message: ``ArgumentError(argument,
+  message)`` carries it second, ``NoSuchOption(option_name, ...)`` builds its own (so a raise
+  of it has no message to read);
+- its *message helpers*: functions whose one ``raise`` raises the message they are given, such
+  as click's ``ParamType.fail(message)``. A call ``self.fail(_("{value!r} is not a valid
+  integer."))`` is then a site too, at the helper's ``raise`` (the line a traceback's innermost
+  frame shows), with the call's message.
+
+Every raise that gives no site is a :class:`Skip` with a reason from :data:`REASONS`.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import io
+import os
+import re
+import tokenize
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
+from typing import NamedTuple
+
+from errordb.errors import ErrordbError
+from errordb.harvest.messages import (
+    Template,
+    Unreadable,
+    describe,
+    literal_text,
+    message_pattern,
+    message_text,
+    read_message,
+)
+from errordb.records.snippet import raised_class
+
+#: Parameter names that carry an exception class's message.
+MESSAGE_PARAMETERS = ("message", "msg")
+#: A helper's parameter must be named like a message (message, msg, error_message, ...) for
+#: calls of it to count: a helper is found by its name, and a name like ``get(key)`` is
+#: shared with calls that pass anything but messages.
+_MESSAGE_NAME = re.compile(r"(?:^|_)(?:message|msg)(?:$|_)|^(?:text|reason|description|detail)$")
+#: Python's own exception classes: their ``str()`` with several arguments is a tuple's repr.
+BUILTIN_EXCEPTIONS = frozenset(
+    name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)
+)
+_LITERAL_WORD = re.compile(r"[A-Za-z]{3,}")
+
+#: Why a raise gave no record. The keys are stable: the report, tests and docs/harvest.md use them.
+REASONS = {
+    "no-message": "raises a class without a message (raise X, raise X(), only other arguments, "
+    "or a class that builds its own message)",
+    "not-a-class": "raises a value, not a call of a class (raise exc, raise self.error(...))",
+    "message-not-literal": "the message is not a literal, f-string, + of literals, % or .format of a literal",
+    "several-arguments": "a built-in exception with several arguments prints the tuple of them",
+    "no-literal-text": "the message has no literal word of three letters; its pattern would match anything",
+    "not-utf8": "the message holds characters a UTF-8 record cannot store (lone surrogates)",
+    "shares-line": "the raise does not begin its line (if x: raise ...), so that line is not a raise",
+    "failed-check": "the draft record would fail errordb check",
+    "unparsable": "the file does not parse (or decode) as Python",
+}
+
+
+class HarvestError(ErrordbError):
+    """A harvest that cannot run (bad options, an unusable --out tree); nothing was written."""
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A raise (or file) that gave no record, and why (a key of :data:`REASONS`)."""
+
+    file: str
+    line: int
+    reason: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.reason}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class Site:
+    """One harvestable raise: where it is and what it raises."""
+
+    file: str  # repository-relative POSIX path of the raise
+    line: int
+    qualname: str  # Class.method around the raise (or around the helper call); "" at module level
+    error_class: str  # as written: click.BadParameter
+    templates: tuple[Template, ...]
+    origin: str = ""  # for a message given to a helper: the file of the call
+    via: str = ""  # ... and the helper's name
+    order: tuple[int, int] = (0, 0)  # (line, column) of the raise or call, for numbering
+    occurrence: int = 0  # how many identical sites precede it in the same function
+
+    @property
+    def message(self) -> str:
+        return message_text(self.templates[0])
+
+    @property
+    def pattern(self) -> str:
+        # KeyError's str() is the repr() of its argument: 'message' in quotes.
+        return message_pattern(list(self.templates), quoted=self.error_class.rsplit(".", 1)[-1] == "KeyError")
+
+    @property
+    def identity(self) -> tuple[str, ...]:
+        """What identifies the site apart from its occurrence index (and never its line)."""
+        return (self.origin or self.file, self.qualname, self.via, self.error_class, self.message)
+
+
+@dataclass
+class ScannedFile:
+    """What one source file gave: its lines, its sites, its unreadable raises."""
+
+    path: str
+    lines: list[str]
+    sites: list[Site]
+    skips: list[Skip]
+    raises: int = 0  # raise statements with an exception (re-raises not included)
+    reraises: int = 0  # bare `raise`
+
+
+# ---------------------------------------------------------------------------- reading files
+
+
+def python_files(root: Path) -> Iterator[Path]:
+    """The ``.py`` files under ``root`` (or ``root`` itself), in sorted order."""
+    if root.is_file():
+        yield root
+        return
+    for entry in sorted(os.scandir(root), key=lambda e: e.name):
+        if entry.name.startswith(".") or entry.name == "__pycache__":
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            yield from python_files(Path(entry.path))
+        elif entry.name.endswith(".py") and entry.is_file(follow_symlinks=False):
+            yield Path(entry.path)
+
+
+def read_source(path: Path) -> str:
+    """A source file's text, decoded as Python decodes it (PEP 263), newlines as ``\\n``."""
+    data = path.read_bytes()
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    text = data.decode(encoding)
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    # ast counts \r\n and a lone \r as line ends; record snippets are split on \n only.
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def source_lines(text: str) -> list[str]:
+    """A file's lines as ast numbers them (a final newline ends the last line)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+# ---------------------------------------------------------------------------- one pass per module
+
+
+@dataclass(eq=False)
+class _Function:
+    """A function definition: what it is a method of, and its own statements and raises."""
+
+    node: ast.FunctionDef | ast.AsyncFunctionDef
+    method_of: str | None  # the class it is a method of (not for static methods)
+    parent: _Function | None  # the function around it, whose variables it can read
+    raises: list[ast.Raise] = field(default_factory=list)  # its own, not nested functions'
+    statements: list[ast.stmt] = field(default_factory=list)  # likewise
+    _bindings: dict[str, list[ast.expr | None]] | None = None
+
+    @property
+    def bindings(self) -> dict[str, list[ast.expr | None]]:
+        """Each name bound in the function: the values bound (``None``: not a plain assignment)."""
+        if self._bindings is None:
+            args = self.node.args
+            parameters = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+            self._bindings = bindings(self.statements, [a.arg for a in parameters if a is not None])
+        return self._bindings
+
+
+class _Frame(NamedTuple):
+    scope: tuple[str, ...]  # qualified name parts
+    class_body: str | None  # the class whose body the statements are in
+    self_class: str | None  # the class `self` is an instance of (in methods and functions inside them)
+    function: _Function | None  # the function the statements belong to (None in class bodies)
+    enclosing: _Function | None  # the nearest function around (for closures, through class bodies)
+
+
+class Place(NamedTuple):
+    """Where a statement is: its frame, and its block (the statement list) and position in it."""
+
+    frame: _Frame
+    block: list[ast.stmt]
+    position: int
+
+    @property
+    def qualname(self) -> str:
+        return ".".join(self.frame.scope)
+
+
+@dataclass
+class ModuleIndex:
+    """What one pass over a module's statements collects for the later steps."""
+
+    path: str
+    text: str
+    module: ast.Module
+    lines: list[str]
+    classes: list[ast.ClassDef] = field(default_factory=list)
+    functions: list[_Function] = field(default_factory=list)
+    raises: list[tuple[ast.Raise, Place]] = field(default_factory=list)
+    top_level: list[ast.stmt] = field(default_factory=list)  # the module's own statements
+    _bindings: dict[str, list[ast.expr | None]] | None = None
+
+    def resolver(self, place: Place):
+        """A lookup of the variables visible at a place: the one value a name certainly holds.
+
+        Two rules, both exact (no value is ever guessed):
+
+        - the nearest earlier statement of the same block that binds the name, when it is a
+          plain ``name = value``: straight-line code, so at the raise the name holds ``value``
+          (``msg = _("invalid choice: %(value)r"); raise ArgumentError(action, msg % args)``);
+        - otherwise a name bound exactly once by a plain assignment, in the nearest function
+          that binds it (or at module level when no function does and no ``global`` statement
+          names it): wherever it is read it holds that value (or is unbound, and the raise
+          fails anyway).
+
+        Anything else (a parameter, a loop variable, two assignments) gives ``None``.
+        """
+
+        def resolve(name: str) -> ast.expr | None:
+            for statement in reversed(place.block[: place.position]):
+                if name in bindings(list(_flatten(statement)), []):
+                    value = _plain_value(statement, name)
+                    if value is not None:
+                        return value
+                    break  # bound in a branch or a loop: only the next rule can tell
+            function = place.frame.enclosing
+            while function is not None:
+                values = function.bindings.get(name)
+                if values is not None:
+                    return values[0] if len(values) == 1 else None
+                function = function.parent
+            if re.search(r"\b(?:global|nonlocal)\b[^\n]*\b" + re.escape(name) + r"\b", self.text):
+                return None
+            values = self.module_bindings.get(name)
+            return values[0] if values is not None and len(values) == 1 else None
+
+        return resolve
+
+    @property
+    def module_bindings(self) -> dict[str, list[ast.expr | None]]:
+        if self._bindings is None:
+            self._bindings = bindings(self.top_level, [])
+        return self._bindings
+
+
+#: The fields of a statement that hold statements; raise is a statement, so only these are
+#: walked to find raises (expressions are most of a tree and never hold one).
+_BODIES = ("body", "orelse", "finalbody")
+
+
+def _statements(module: ast.Module) -> Iterator[tuple[ast.stmt, Place]]:
+    """Every statement of a module with its place; a function definition's frame gets an
+    entry (``_Function``) that the statements inside it refer to."""
+    stack: list[tuple[list[ast.stmt], _Frame]] = [(module.body, _Frame((), None, None, None, None))]
+    while stack:
+        body, frame = stack.pop()
+        for position, statement in enumerate(body):
+            yield statement, Place(frame, body, position)
+            if isinstance(statement, ast.ClassDef):
+                inner = _Frame((*frame.scope, statement.name), statement.name, None, None, frame.enclosing)
+                stack.append((statement.body, inner))
+                continue
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                static = any(_dotted(d) == "staticmethod" for d in statement.decorator_list)
+                entry = _Function(statement, frame.class_body if not static else None, frame.enclosing)
+                # A function nested in a method still sees the method's `self`.
+                inner = _Frame((*frame.scope, statement.name), None, entry.method_of or frame.self_class, entry, entry)
+                stack.append((statement.body, inner))
+                continue
+            for name in _BODIES:
+                inner_body = getattr(statement, name, None)
+                if inner_body:
+                    stack.append((inner_body, frame))
+            for handler in getattr(statement, "handlers", ()):
+                stack.append((handler.body, frame))
+            for case in getattr(statement, "cases", ()):
+                stack.append((case.body, frame))
+
+
+def _flatten(statement: ast.stmt) -> Iterator[ast.stmt]:
+    """A statement and the statements in its blocks (not inside a nested def or class)."""
+    yield statement
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return
+    blocks = [getattr(statement, name, None) or [] for name in _BODIES]
+    blocks += [h.body for h in getattr(statement, "handlers", ())] + [c.body for c in getattr(statement, "cases", ())]
+    for block in blocks:
+        for inner in block:
+            yield from _flatten(inner)
+
+
+def _plain_value(statement: ast.stmt, name: str) -> ast.expr | None:
+    """The value of ``name = value`` (or ``name: T = value``); ``None`` for any other binding."""
+    if isinstance(statement, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in statement.targets):
+        unpacked = [t for t in statement.targets if not isinstance(t, ast.Name)]  # msg = (a, msg) = ...
+        if any(isinstance(n, ast.Name) and n.id == name for t in unpacked for n in ast.walk(t)):
+            return None
+        return statement.value
+    if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) and statement.target.id == name:
+        return statement.value
+    return None
+
+
+def _expressions(statement: ast.stmt) -> Iterator[ast.AST]:
+    """Every node of a statement outside the statements it holds."""
+    for name, value in ast.iter_fields(statement):
+        if name in _BODIES or name in ("handlers", "cases"):
+            continue
+        for part in value if isinstance(value, list) else [value]:
+            if isinstance(part, ast.AST):
+                yield from ast.walk(part)
+
+
+def bindings(statements: list[ast.stmt], parameters: list[str]) -> dict[str, list[ast.expr | None]]:
+    """The names a scope's own statements bind, each with the values bound to it.
+
+    A plain ``name = value`` binds ``value``; every other way of binding a name (a parameter,
+    a loop or ``with`` target, ``except ... as``, an import, ``def``, ``:=``, ``+=``, ``del``,
+    ``global``) counts as an unknown value (``None``), so that name is never resolved.
+    """
+    found: dict[str, list[ast.expr | None]] = {}
+
+    def bind(name: str, value: ast.expr | None = None) -> None:
+        found.setdefault(name, []).append(value)
+
+    for name in parameters:
+        bind(name)
+    for statement in statements:
+        if isinstance(statement, ast.Assign):
+            for target in statement.targets:
+                if isinstance(target, ast.Name):
+                    bind(target.id, statement.value)
+        elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+            if statement.value is not None:
+                bind(statement.target.id, statement.value)
+        elif isinstance(statement, (ast.Import, ast.ImportFrom)):
+            for alias in statement.names:
+                bind((alias.asname or alias.name).split(".")[0])
+        elif isinstance(statement, (ast.Global, ast.Nonlocal)):
+            for name in statement.names:
+                bind(name), bind(name)
+        elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bind(statement.name)
+            continue  # its body is another scope
+        for handler in getattr(statement, "handlers", ()):
+            if handler.name:
+                bind(handler.name)
+        for node in _expressions(statement):
+            # Stores other than the plain targets above: tuple targets, loop targets, :=, del.
+            if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                if not (isinstance(statement, (ast.Assign, ast.AnnAssign)) and _is_plain_target(statement, node)):
+                    bind(node.id)
+            elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+                bind(node.name)
+            elif isinstance(node, ast.MatchMapping) and node.rest:
+                bind(node.rest)
+    return found
+
+
+def _is_plain_target(statement: ast.Assign | ast.AnnAssign, node: ast.Name) -> bool:
+    targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+    return any(target is node for target in targets)
+
+
+def index_module(path: str, text: str, module: ast.Module) -> ModuleIndex:
+    """Walk a module's statements once, noting classes, functions and raises with their frames."""
+    index = ModuleIndex(path, text, module, source_lines(text))
+    seen: dict[int, _Function] = {}
+    for statement, place in _statements(module):
+        frame = place.frame
+        if frame.function is not None:
+            frame.function.statements.append(statement)
+            seen.setdefault(id(frame.function), frame.function)
+        elif not frame.scope:
+            index.top_level.append(statement)
+        if isinstance(statement, ast.ClassDef):
+            index.classes.append(statement)
+        elif isinstance(statement, ast.Raise):
+            index.raises.append((statement, place))
+            if frame.function is not None:
+                frame.function.raises.append(statement)
+    index.functions = list(seen.values())
+    return index
+
+
+def module_calls(index: ModuleIndex) -> Iterator[tuple[ast.Call, Place]]:
+    """Every call in a module, with the place of the statement it is in."""
+    for statement, place in _statements(index.module):
+        for node in _expressions(statement):
+            if isinstance(node, ast.Call):
+                yield node, place
+
+
+# ---------------------------------------------------------------------------- classes and helpers
+
+
+@dataclass(frozen=True)
+class ClassInfo:
+    """A class defined in the tree: its bases and where its ``__init__`` takes a message."""
+
+    bases: tuple[str, ...]
+    #: The message's positional index (after self); -1: __init__ takes no message (the class
+    #: builds its own); None: no __init__ here (ask the bases).
+    message_index: int | None
+    message_keyword: str | None
+
+
+@dataclass(frozen=True)
+class Helper:
+    """A function that raises an exception with the message it is given (``fail(message)``)."""
+
+    name: str
+    file: str
+    owner: str | None  # the class it is a method of
+    line: int  # of its raise
+    error_class: str
+    parameter: str  # the message parameter
+    index: int | None  # its position among the positional parameters (after self)
+
+
+@dataclass
+class Tree:
+    """What the whole harvested tree defines: classes and message helpers, by name.
+
+    Lookups are memoised: a large tree defines the same class name (``Error``) hundreds of
+    times, and every raise asks. The classes must all be known before the first lookup.
+    """
+
+    classes: dict[str, list[ClassInfo]] = field(default_factory=dict)
+    helpers: dict[str, list[Helper]] = field(default_factory=dict)
+    _positions: dict[str, tuple[int | None, str | None]] = field(default_factory=dict)
+    _lineages: dict[str, list[str]] = field(default_factory=dict)
+
+    def message_position(self, short: str) -> tuple[int | None, str | None]:
+        """Where class ``short`` takes its message; ``(None, None)``: unknown (the first argument)."""
+        if short not in self._positions:
+            self._positions[short] = (None, None)  # while being computed: a cycle of bases ends here
+            self._positions[short] = self._position(short)
+        return self._positions[short]
+
+    def _position(self, short: str) -> tuple[int | None, str | None]:
+        answers = set()
+        for info in self.classes.get(short, ()):
+            if info.message_index is None and info.message_keyword is None:
+                bases = [b for b in info.bases if b in self.classes and b != short]
+                answers.add(self.message_position(bases[0]) if bases else (None, None))
+            else:
+                answers.add((info.message_index, info.message_keyword))
+        # Several classes of that name: only an answer they all agree on is used.
+        return answers.pop() if len(answers) == 1 else (None, None)
+
+    def lineage(self, owner: str) -> list[str]:
+        """``owner`` and its bases defined in the tree, nearest first (an MRO by names)."""
+        if owner not in self._lineages:
+            order, queue = [], [owner]
+            while queue:
+                name = queue.pop(0)
+                if name in order or name not in self.classes:
+                    continue
+                order.append(name)
+                for info in self.classes[name]:
+                    queue.extend(info.bases)
+            self._lineages[owner] = order
+        return self._lineages[owner]
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """``a.b.C`` for a name or a chain of attributes of a name; ``None`` otherwise."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _base_name(node: ast.expr) -> str | None:
+    # class Choice(ParamType[T]): a subscripted generic base is still that base.
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    name = _dotted(node)
+    return name.rsplit(".", 1)[-1] if name else None
+
+
+def class_info(node: ast.ClassDef) -> ClassInfo:
+    """Where a class's ``__init__`` takes the message (by the parameter's name)."""
+    bases = tuple(name for name in map(_base_name, node.bases) if name)
+    for item in node.body:
+        if isinstance(item, ast.FunctionDef) and item.name == "__init__":
+            params = [a.arg for a in [*item.args.posonlyargs, *item.args.args][1:]]
+            for name in MESSAGE_PARAMETERS:
+                if name in params:
+                    return ClassInfo(bases, params.index(name), name)
+            keyword_only = [a.arg for a in item.args.kwonlyargs]
+            for name in MESSAGE_PARAMETERS:
+                if name in keyword_only:
+                    return ClassInfo(bases, None, name)
+            # Named parameters, none of them the message: the class builds its own message
+            # (NoSuchOption(option_name, ...)). Only *args: the message is the first argument.
+            return ClassInfo(bases, -1 if params else 0, None)
+    return ClassInfo(bases, None, None)
+
+
+def looks_like_class(name: str) -> bool:
+    """Whether a raised name reads as a class (CapWords), not a variable holding one."""
+    last = name.rsplit(".", 1)[-1]
+    # `error` is the lower-case exception class name of the standard library (re.error, ...).
+    return last[:1].isupper() or last == "error"
+
+
+class _Skipped(Exception):
+    def __init__(self, reason: str, detail: str):
+        super().__init__(reason, detail)
+        self.reason = reason
+        self.detail = detail
+
+
+def message_argument(tree: Tree, name: str, call: ast.Call) -> ast.expr:
+    """The argument of ``name(...)`` that carries the message, by what the class's ``__init__`` takes."""
+    short = name.rsplit(".", 1)[-1]
+    positional = list(call.args)
+    keywords = {kw.arg: kw.value for kw in call.keywords if kw.arg}
+    if short in BUILTIN_EXCEPTIONS and len(positional) > 1:
+        raise _Skipped("several-arguments", f"{name} with {len(positional)} arguments")
+    index, keyword = tree.message_position(short)
+    if keyword and keyword in keywords:
+        return keywords[keyword]
+    if index is None and not positional:
+        for alias in MESSAGE_PARAMETERS:
+            if alias in keywords:
+                return keywords[alias]
+    if index == -1:
+        raise _Skipped("no-message", f"{name} builds its own message (its __init__ takes no message parameter)")
+    index = index or 0
+    if any(isinstance(a, ast.Starred) for a in positional[: index + 1]):
+        raise _Skipped("message-not-literal", f"{name}: the message is in unpacked arguments")
+    if index < len(positional):
+        return positional[index]
+    raise _Skipped("no-message", ast.unparse(call)[:60])
+
+
+def _parameters(function: ast.FunctionDef | ast.AsyncFunctionDef, is_method: bool) -> list[str]:
+    names = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
+    return names[1:] if is_method and names else names
+
+
+def _assigns(function: ast.AST, name: str) -> bool:
+    return any(
+        isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, (ast.Store, ast.Del))
+        for node in ast.walk(function)
+    )
+
+
+@dataclass(frozen=True)
+class HelperCandidate:
+    """A function whose one raise might raise a parameter as the message (decided once the
+    whole tree's classes are known). Small: it keeps the raise's call, not the module."""
+
+    name: str
+    file: str
+    owner: str | None
+    line: int
+    error_class: str
+    call: ast.Call
+    parameters: tuple[str, ...]  # positional, after self
+    keyword_only: tuple[str, ...]
+    reassigned: frozenset[str]  # parameters the function assigns to
+
+    def helper(self, tree: Tree) -> Helper | None:
+        try:
+            argument = message_argument(tree, self.error_class, self.call)
+        except _Skipped:
+            return None
+        if not isinstance(argument, ast.Name) or argument.id not in self.parameters + self.keyword_only:
+            return None
+        if not _MESSAGE_NAME.search(argument.id):
+            return None  # get(self, key): raise KeyError(key) passes a key, not a message
+        if argument.id in self.reassigned:
+            return None  # the message is changed before the raise
+        position = self.parameters.index(argument.id) if argument.id in self.parameters else None
+        return Helper(self.name, self.file, self.owner, self.line, self.error_class, argument.id, position)
+
+
+def helper_candidate(index: ModuleIndex, function: _Function) -> HelperCandidate | None:
+    """``function`` if it may be a message helper: one raise, of a named class, on its own line."""
+    node = function.node
+    if node.name.startswith("__") and node.name.endswith("__"):
+        return None  # __getattr__(name) and the like are called by Python, not with messages
+    raises = [r for r in function.raises if isinstance(r.exc, ast.Call)]
+    if len(raises) != 1:
+        return None  # none, or several: which line a call ends at is not known
+    raise_node = raises[0]
+    call = raise_node.exc
+    name = _dotted(call.func)
+    params = tuple(_parameters(node, function.method_of is not None))
+    keyword_only = tuple(a.arg for a in node.args.kwonlyargs)
+    # `raise exc(msg)` with the class a parameter is left out: the line must name the class.
+    if name is None or not looks_like_class(name) or name in params + keyword_only:
+        return None
+    line = index.lines[raise_node.lineno - 1] if raise_node.lineno <= len(index.lines) else ""
+    if (raised_class(line) or "").rsplit(".", 1)[-1] != name.rsplit(".", 1)[-1]:
+        return None
+    passed = {a.id for a in call.args if isinstance(a, ast.Name)} | {
+        kw.value.id for kw in call.keywords if isinstance(kw.value, ast.Name)
+    }
+    if not passed & set(params + keyword_only):
+        return None  # no parameter reaches the exception
+    reassigned = frozenset(p for p in passed & set(params + keyword_only) if _assigns(node, p))
+    return HelperCandidate(node.name, index.path, function.method_of, raise_node.lineno, name, call, params, keyword_only, reassigned)
+
+
+# ---------------------------------------------------------------------------- sites
+
+
+def _templates(name: str, argument: ast.expr, resolve) -> list[Template]:
+    try:
+        templates = read_message(argument, resolve)
+    except Unreadable as unreadable:
+        raise _Skipped("message-not-literal", f"{name}: the message is {unreadable}") from None
+    if not any(_LITERAL_WORD.search(literal_text(t)) for t in templates):
+        raise _Skipped("no-literal-text", f"{name}({message_text(templates[0])})")
+    try:
+        for template in templates:
+            message_text(template).encode("utf-8")
+    except UnicodeEncodeError:
+        raise _Skipped("not-utf8", f"{name}: the message holds a lone surrogate") from None
+    return templates
+
+
+def raise_site(tree: Tree, index: ModuleIndex, node: ast.Raise, place: Place) -> Site:
+    """The site of one ``raise X(...)``, or :class:`_Skipped` saying why there is none."""
+    exc = node.exc
+    assert exc is not None
+    if not isinstance(exc, ast.Call):
+        name = _dotted(exc)
+        if name and looks_like_class(name):
+            raise _Skipped("no-message", f"raise {name}")
+        raise _Skipped("not-a-class", f"raises {describe(exc)}")
+    name = _dotted(exc.func)
+    if not name or not looks_like_class(name):
+        raise _Skipped("not-a-class", f"raises the result of {describe(exc)}")
+    templates = _templates(name, message_argument(tree, name, exc), index.resolver(place))
+    line = index.lines[node.lineno - 1] if node.lineno <= len(index.lines) else ""
+    raised = raised_class(line)
+    if raised is None or raised.rsplit(".", 1)[-1] != name.rsplit(".", 1)[-1]:
+        raise _Skipped("shares-line", f"the line starts {line.strip()[:40]!r}")
+    return Site(index.path, node.lineno, place.qualname, name, tuple(templates), order=(node.lineno, node.col_offset))
+
+
+def helper_for(tree: Tree, path: str, call: ast.Call, self_class: str | None) -> Helper | None:
+    """The message helper a call calls, when the source alone tells which one."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        candidates = [h for h in tree.helpers.get(func.id, ()) if h.owner is None]
+        chosen = [h for h in candidates if h.file == path] or candidates
+        return chosen[0] if len(chosen) == 1 else None
+    if not isinstance(func, ast.Attribute):
+        return None
+    candidates = [h for h in tree.helpers.get(func.attr, ()) if h.owner is not None]
+    if not candidates:
+        return None
+    receiver = func.value
+    is_super = isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name) and receiver.func.id == "super"
+    if is_super or (isinstance(receiver, ast.Name) and receiver.id in ("self", "cls")):
+        # self.fail(...): the nearest class of the method's lineage that defines it.
+        if self_class is None:
+            return None
+        for name in tree.lineage(self_class)[1 if is_super else 0 :]:
+            found = [h for h in candidates if h.owner == name]
+            if found:
+                return found[0] if len(found) == 1 else None
+        return None
+    # ctx.fail(...): the type of ctx is unknown; only a name unambiguous in the tree, or in the file.
+    if len(candidates) == 1:
+        return candidates[0]
+    local = [h for h in candidates if h.file == path]
+    return local[0] if len(local) == 1 else None
+
+
+def helper_site(helper: Helper, index: ModuleIndex, call: ast.Call, place: Place) -> Site | None:
+    """The site of a helper call with a readable message; ``None`` for any other call."""
+    keywords = {kw.arg: kw.value for kw in call.keywords if kw.arg}
+    if any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    argument = keywords.get(helper.parameter)
+    if argument is None and helper.index is not None and helper.index < len(call.args):
+        argument = call.args[helper.index]
+    if argument is None:
+        return None
+    try:
+        templates = _templates(helper.error_class, argument, index.resolver(place))
+    except _Skipped:
+        return None  # a call is not a raise: an unreadable one is not listed
+    return Site(
+        helper.file, helper.line, place.qualname, helper.error_class, tuple(templates),
+        origin=index.path, via=helper.name, order=(call.lineno, call.col_offset),
+    )  # fmt: skip
+
+
+def number_occurrences(sites: list[Site]) -> list[Site]:
+    """Each site with its occurrence index: how many identical ones precede it in its function."""
+    seen: Counter[tuple[str, ...]] = Counter()
+    numbered = []
+    for site in sorted(sites, key=lambda s: (s.origin or s.file, s.order)):
+        numbered.append(replace(site, occurrence=seen[site.identity]))
+        seen[site.identity] += 1
+    return numbered
+
+
+def _parse(file: Path, path: str) -> tuple[str, ast.Module] | Skip:
+    try:
+        text = read_source(file)
+        return text, ast.parse(text, filename=path)
+    except SyntaxError as exc:
+        return Skip(path, exc.lineno or 1, "unparsable", f"does not parse: {exc.msg}")
+    except (UnicodeDecodeError, LookupError, ValueError) as exc:
+        return Skip(path, 1, "unparsable", f"cannot be decoded: {exc}")
+    except OSError as exc:
+        raise HarvestError(f"{file}: cannot read: {exc.strerror}") from None
+
+
+_CALLED_NAME = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+
+
+#: ``progress(stage, done, total)``: how far a stage of a harvest is (see :func:`scan_tree`).
+ProgressCallback = Callable[[str, int, int], None]
+
+
+def scan_tree(
+    root: Path, prefix: str = "", progress: ProgressCallback | None = None
+) -> tuple[list[ScannedFile], list[Skip]]:
+    """Parse every Python file under ``root``: the scanned files, and the files that did not parse.
+
+    ``prefix`` is where ``root`` sits inside the repository (``src/click``): site paths are
+    ``prefix/<path under root>``. A site reached through a helper belongs to the helper's file.
+
+    Two passes, one file at a time, so that memory does not grow with the tree's syntax
+    trees: the first learns the tree's classes and helper candidates, the second (parsing
+    each file again) finds the sites. ``progress`` is called before each file of each pass and
+    once at its end, as ``progress("classes", done, files)`` and ``progress("raises", done, files)``.
+    """
+    sources: list[tuple[Path, str]] = []
+    unparsable: list[Skip] = []
+    tree = Tree()
+    candidates: list[HelperCandidate] = []
+    paths = list(python_files(root))
+    report = progress or (lambda stage, done, total: None)
+    for number, file in enumerate(paths, start=1):
+        report("classes", number - 1, len(paths))
+        relative = file.name if root.is_file() else file.relative_to(root).as_posix()
+        path = str(PurePosixPath(prefix, relative)) if prefix else relative
+        parsed = _parse(file, path)
+        if isinstance(parsed, Skip):
+            unparsable.append(parsed)
+            continue
+        index = index_module(path, *parsed)
+        for node in index.classes:
+            tree.classes.setdefault(node.name, []).append(class_info(node))
+        candidates.extend(c for c in map(lambda f: helper_candidate(index, f), index.functions) if c)
+        sources.append((file, path))
+    report("classes", len(paths), len(paths))
+    # The whole tree's classes first: a helper in one file often raises another's class.
+    for candidate in candidates:
+        helper = candidate.helper(tree)
+        if helper:
+            tree.helpers.setdefault(helper.name, []).append(helper)
+
+    files = {path: ScannedFile(path, [], [], []) for _, path in sources}
+    for number, (file, path) in enumerate(sources):
+        report("raises", number, len(sources))
+        parsed = _parse(file, path)
+        if isinstance(parsed, Skip):  # changed since the first pass
+            unparsable.append(parsed)
+            del files[path]
+            continue
+        index = index_module(path, *parsed)
+        scanned = files[path]
+        if index.raises:  # the lines are kept for the records' source windows only
+            scanned.lines = index.lines
+        for node, place in index.raises:
+            if node.exc is None:
+                scanned.reraises += 1
+                continue
+            scanned.raises += 1
+            try:
+                scanned.sites.append(raise_site(tree, index, node, place))
+            except _Skipped as skipped:
+                scanned.skips.append(Skip(path, node.lineno, skipped.reason, skipped.detail))
+        # Only modules that call something named like a helper are searched for calls.
+        if tree.helpers and not tree.helpers.keys().isdisjoint(_CALLED_NAME.findall(index.text)):
+            for call, place in module_calls(index):
+                helper = helper_for(tree, path, call, place.frame.self_class)
+                site = helper_site(helper, index, call, place) if helper else None
+                if site is not None and site.file in files:
+                    files[site.file].sites.append(site)
+    report("raises", len(sources), len(sources))
+    for scanned in files.values():
+        scanned.sites = number_occurrences(scanned.sites)
+        scanned.skips.sort(key=lambda s: s.line)
+    return list(files.values()), unparsable

@@ -1,0 +1,205 @@
+"""Writing the API's files: one output folder, deterministic JSON, and paged listings.
+
+Every file of an export goes through :class:`OutputTree`, which keeps paths inside the folder,
+refuses to write a file twice (two names that map to one file would otherwise silently
+overwrite each other) and counts what it wrote. :class:`Pager` writes a listing a page at a
+time as its items arrive, so no listing is ever held in memory whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+from errordb.publish.api_layout import ExportError, Urls, page_path
+
+__all__ = ["ExportError", "OutputTree", "Pager", "dump_json", "dump_pretty", "json_object"]
+
+
+def dump_json(value: Any) -> str:
+    """Compact JSON with sorted keys: the form of every API data file (records excepted)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def dump_pretty(value: Any) -> str:
+    """Indented JSON with sorted keys and a final newline, for the small documents people read."""
+    return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
+
+
+def json_object(fields: dict[str, Any], raw: dict[str, str]) -> str:
+    """A compact JSON object with sorted keys, where the values in ``raw`` are JSON text already.
+
+    Paged listings serialise each item once, when it arrives; this puts those texts into the
+    page without parsing or serialising them again.
+    """
+    parts = []
+    for key in sorted({*fields, *raw}):
+        value = raw[key] if key in raw else dump_json(fields[key])
+        parts.append(f"{dump_json(key)}:{value}")
+    return "{" + ",".join(parts) + "}"
+
+
+class OutputTree:
+    """The folder an export writes into, with counts of the files and the bytes written (a hard
+    link is a file but writes no bytes)."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.files = 0
+        self.bytes = 0
+        self._root = os.fspath(self.root)
+        self._made: set[str] = {self._root}
+
+    def path(self, relative: str) -> Path:
+        """The file at ``relative`` (``/``-separated), its folder created; never outside the root.
+
+        Names come from the database (repositories, tags), which is not validated again on
+        export: a hand-edited row such as ``../x`` must not write outside the folder.
+        """
+        return Path(self._place(relative))
+
+    def _place(self, relative: str) -> str:
+        # :meth:`path` as text: a Path per file cost more than writing a record's file.
+        parts = relative.split("/")
+        if any(p in ("", ".", "..") or "\\" in p or "\x00" in p for p in parts):
+            raise ExportError(f"refusing to write {relative!r}: not a plain relative path")
+        path = os.path.join(self._root, *parts)
+        parent = os.path.dirname(path)
+        if parent not in self._made:
+            os.makedirs(parent, exist_ok=True)
+            self._made.add(parent)
+        return path
+
+    def write_bytes(self, relative: str, data: bytes) -> None:
+        with self.open(relative) as handle:
+            handle.write(data)
+
+    def write_text(self, relative: str, text: str) -> None:
+        self.write_bytes(relative, text.encode("utf-8"))
+
+    def write_json(self, relative: str, value: Any, *, pretty: bool = False) -> None:
+        self.write_text(relative, dump_pretty(value) if pretty else dump_json(value))
+
+    @contextmanager
+    def open(self, relative: str) -> Iterator[IO[bytes]]:
+        """A new binary file at ``relative``, for writers that stream (gzip, zip)."""
+        path = self._place(relative)
+        try:
+            handle = open(path, "xb")
+        except FileExistsError:
+            raise ExportError(f"{relative}: two API files map to this name (names that differ only in case?)") from None
+        with handle:
+            yield handle
+            self.bytes += handle.tell()
+        self.files += 1
+
+    def link(self, existing: str, relative: str) -> None:
+        """Make ``relative`` a second name of the file ``existing`` (a copy where links fail).
+
+        A hard link costs no space: at a million records the extension-less record URLs would
+        otherwise double the size of ``errors/``.
+        """
+        self.adopt(self._place(existing), relative)
+
+    def adopt(self, source: str | os.PathLike[str], relative: str, missing_ok: bool = False) -> bool:
+        """Make ``relative`` a name of the file ``source`` (in the tree or not; a copy where links
+        fail). With ``missing_ok``, a ``source`` that is not there (or is not a plain file) is no
+        error: nothing is made, and it returns False."""
+        target = self._place(relative)
+        if missing_ok and os.path.islink(source):
+            return False  # never publish what a link in an earlier output points at
+        try:
+            os.link(source, target)
+        except FileExistsError:
+            raise ExportError(f"{relative}: two API files map to this name") from None
+        except FileNotFoundError:
+            if missing_ok and not os.path.lexists(target):
+                return False
+            raise
+        except OSError:
+            if missing_ok and not os.path.isfile(source):
+                return False
+            shutil.copyfile(source, target)
+            self.bytes += os.stat(target).st_size
+        self.files += 1
+        return True
+
+
+class Pager:
+    """One listing, written a page at a time: items go in as they arrive, in their sort order.
+
+    A page holds at most ``page_size`` items and, unless one item alone is larger, at most
+    ``page_bytes`` bytes of item JSON. Pages are ``<listing stem>.pages/page-NNNN.json``, each
+    ``{"items": [...], "page": N}``, and the listing file ``listing`` describes them:
+
+    - ``inline_first=False`` (a *manifest*): the listing holds no items, and ``pages`` lists
+      every page, the first included;
+    - ``inline_first=True`` (a *listing*): the first page's items are in the listing itself, so a
+      small listing is one request, and ``pages`` lists the further pages only.
+
+    Each page entry is ``{"url", "count", "first", "last"}`` (the sort keys of its first and last
+    item), so a client looking for one key fetches one page.
+    """
+
+    def __init__(
+        self,
+        tree: OutputTree,
+        urls: Urls,
+        listing: str,
+        *,
+        page_size: int,
+        page_bytes: int,
+        inline_first: bool,
+    ):
+        if page_size < 1 or page_bytes < 1:
+            raise ValueError("page_size and page_bytes must be at least 1")
+        self.tree, self.urls, self.listing = tree, urls, listing
+        self.page_size, self.page_bytes, self.inline_first = page_size, page_bytes, inline_first
+        self.count = 0
+        self._items: list[str] = []  # the current page, as JSON texts
+        self._size = 0
+        self._first: str | None = None  # sort keys of the current page's first item ...
+        self._last: str | None = None  # ... and of the last item added
+        self._inline: list[str] = []
+        self._pages: list[dict[str, Any]] = []
+        self._numbers = 0
+
+    def add(self, key: str, item: dict[str, Any]) -> None:
+        """Append ``item``, whose sort key is ``key``; keys must arrive in ascending order."""
+        if self._last is not None and key < self._last:
+            raise ExportError(f"{self.listing}: items out of order ({key!r} after {self._last!r})")
+        text = dump_json(item)
+        size = len(text.encode("utf-8")) + 1  # and its comma
+        if self._items and (len(self._items) >= self.page_size or self._size + size > self.page_bytes):
+            self._flush()
+        if not self._items:
+            self._first = key
+        self._items.append(text)
+        self._size += size
+        self._last = key
+        self.count += 1
+
+    def _flush(self) -> None:
+        self._numbers += 1
+        if self.inline_first and self._numbers == 1:
+            self._inline = self._items
+        else:
+            path = page_path(self.listing, self._numbers)
+            self.tree.write_text(path, json_object({"page": self._numbers}, {"items": "[" + ",".join(self._items) + "]"}))
+            self._pages.append(
+                {"url": self.urls.api(path), "count": len(self._items), "first": self._first, "last": self._last}
+            )
+        self._items, self._size = [], 0
+
+    def finish(self, fields: dict[str, Any] | None = None) -> None:
+        """Write the last page and the listing file, with ``fields`` (the listing's header) added."""
+        if self._items:
+            self._flush()
+        header = {**(fields or {}), "count": self.count, "pageSize": self.page_size, "pages": self._pages}
+        raw = {"items": "[" + ",".join(self._inline) + "]"} if self.inline_first else {}
+        self.tree.write_text(self.listing, json_object(header, raw))

@@ -1,0 +1,1 @@
+"""Records: the schema, reading record files, checking them, their patterns."""

@@ -1,0 +1,1 @@
+"""Reviewed reproductions of records, run in a sandbox."""
