@@ -3,7 +3,7 @@
 Every function takes an open store (the read-only :func:`errordb.store.open_connection`, or a
 sqlite_utils Database) and returns data or text; the CLI only parses arguments and prints.
 
-Record text is untrusted. Text meant for a terminal passes :func:`errordb.explainer.render.clean`; JSON
+Record text is untrusted. Text meant for a terminal passes :func:`errordb.text.clean`; JSON
 and CSV carry the data as stored (they are data formats: escaping belongs to whoever displays
 them).
 
@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from errordb.errors import ErrordbError
-from errordb.explainer.render import Style, clean, terminal_width
+from errordb.explainer.render import Style, terminal_width
+from errordb.text import clean
 
 
 class NotFound(ErrordbError):

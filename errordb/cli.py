@@ -21,7 +21,7 @@ class ErrordbGroup(click.Group):
     Library errors (:class:`ErrordbError`) carry their own message and exit status. Files that
     cannot be read or written and databases SQLite refuses are the user's problem too: one line
     naming the file. Anything else is a bug: one line saying so, and --debug shows where.
-    Every message passes :func:`errordb.explainer.render.one_line`: they quote untrusted text (file names,
+    Every message passes :func:`errordb.text.one_line`: they quote untrusted text (file names,
     arguments, and SQLite quotes the undecodable text of a damaged database), which must not
     break the line or drive the terminal.
     """
@@ -68,7 +68,7 @@ class ErrordbGroup(click.Group):
 
 def _fail(ctx: click.Context, message: str, code: int) -> None:
     """Print ``errordb: message`` as one safe line on stderr and exit with ``code``."""
-    from errordb.explainer.render import one_line
+    from errordb.text import one_line
 
     click.echo(f"errordb: {one_line(message)}", err=True)
     ctx.exit(code)

@@ -320,7 +320,7 @@ def unreadable(path: str | os.PathLike[str] | None, exc: sqlite3.Error) -> Store
     SQLite's message can quote the damaged text itself ("Could not decode to UTF-8 column ...
     with text ..."): it is cut short and its control characters are escaped.
     """
-    from errordb.records.loader import printable
+    from errordb.text import printable
 
     text = printable(str(exc))
     text = text if len(text) <= 160 else text[:160] + "…"

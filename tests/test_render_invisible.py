@@ -1,11 +1,11 @@
-"""render.clean and render.one_line: invisible formatting characters are shown, never passed on."""
+"""text.clean and text.one_line: invisible formatting characters are shown, never passed on."""
 
 from __future__ import annotations
 
 import sys
 import unicodedata
 
-from errordb.explainer.render import clean, one_line, reveal_invisible
+from errordb.text import clean, one_line, reveal_invisible
 
 JOINERS = {"\u200c", "\u200d"}  # kept: emoji and several scripts need them
 

@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable
 from html import escape
 
-from errordb.explainer.render import reveal_invisible
+from errordb.text import reveal_invisible
 
 _TOKEN = re.compile(
     r"""

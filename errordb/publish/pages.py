@@ -21,9 +21,8 @@ from typing import Any
 
 from errordb.publish import paths as P
 from errordb.publish import related as site_related
-from errordb.repro.reproduction import snippet_language, split_example_fix  # read-only helpers: they parse, never run
 from errordb.publish.text import safe_https_url, shorten
-from errordb.records.snippet import enclosing_class
+from errordb.records.snippet import enclosing_class, snippet_language, split_example_fix
 
 PAGE_SIZE = 500
 #: Errors shown under each repository on the home page, and repositories per home page.

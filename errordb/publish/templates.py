@@ -14,7 +14,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from errordb.explainer.render import reveal_invisible
+from errordb.text import reveal_invisible
 from errordb.publish.highlight import code_block
 from errordb.publish.text import rich_text, safe_https_url, shorten
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from errordb.errors import RecordError
+from errordb.text import printable
 
 if TYPE_CHECKING:  # pydantic is imported when a record is validated, not to walk a folder
     from errordb.records.schema import Envelope
@@ -31,17 +32,11 @@ READ_BUFFER_BYTES = 1 << 20
 
 # Errors are one line on a terminal. File names come from contributors and pydantic's or RE2's
 # messages can quote record text, so control characters in them are shown as \x.. escapes.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 # What a model-level check names as its field: "lineNumber: ..." or "solutions[2]: ...".
 _FIELD_PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?$")
 # A record id or a key, found in text that is not valid JSON (to name them in the error).
 _ID_IN_TEXT = re.compile(r'"id"\s*:\s*"([0-9a-f]{16})"')
 _KEY_IN_TEXT = re.compile(r'(?<!\\)"([A-Za-z]+)"\s*:')
-
-
-def printable(text: str) -> str:
-    """``text`` with control characters written as ``\\xNN``: safe in a one-line message."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _name(path: os.PathLike[str] | str) -> str:

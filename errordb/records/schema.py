@@ -43,7 +43,7 @@ LineNumber = Annotated[int, Field(ge=1, le=MAX_LINE)]
 # NUL cuts text short in C tools (the sqlite3 shell, terminals), and C1 controls (U+0080-U+009F,
 # e.g. U+009B, the one-character CSI) are obeyed by some terminals even when JSON output leaves
 # them unescaped (json.dumps escapes only U+0000-U+001F). No record text needs either. Other
-# control characters (ESC...) are dropped where text is shown (errordb.explainer.render.clean) and
+# control characters (ESC...) are dropped where text is shown (errordb.text.clean) and
 # escaped by JSON.
 _FORBIDDEN_CHARACTERS = re.compile("[\x00\x80-\x9f]")
 

@@ -26,7 +26,7 @@ from reliability_support import INVISIBLE, TROJAN_LINE, invisible_in, run_cli
 
 import errordb
 from errordb.explainer import parse
-from errordb.explainer import render
+from errordb import text as safe_text
 from errordb.cli import _read_lines
 from errordb.explainer.result import ExplainOut
 from errordb.store import ingest
@@ -457,7 +457,7 @@ def test_terminal_escapes_in_the_input_never_reach_the_terminal(tmp_path, db, fi
     switches, their 8-bit C1 forms, BS, CR, BEL, DEL) in an exception's class, message or frame
     reaches explain's output: the text output (colour off and on, where only errordb's own SGR
     colours appear), Markdown and JSON (where C0 controls are JSON-escaped and C1 ones removed by
-    the parser) hold no control character; render.clean strips each form on its own too."""
+    the parser) hold no control character; text.clean strips each form on its own too."""
     blocks = []
     for i, (name, sequence) in enumerate(ESCAPES.items()):
         blocks.append(f"ValueError: case {i} {name} [{sequence}] end\n\n")
@@ -486,7 +486,7 @@ def test_terminal_escapes_in_the_input_never_reach_the_terminal(tmp_path, db, fi
         fields = [exc["type"] or "", exc["message"], *exc["notes"]] + [f"{f['file']} {f['function']}" for f in exc["frames"]]
         assert not _UNSAFE.search("".join(fields)), exc
     for name, sequence in ESCAPES.items():
-        assert not _UNSAFE.search(render.clean(f"a{sequence}b")), name
+        assert not _UNSAFE.search(safe_text.clean(f"a{sequence}b")), name
     figures.add(
         "Terminal escapes in the input (explain)",
         f"{len(ESCAPES)} escape forms (7-bit and 8-bit) in classes, messages and frames; text (colour off/on), Markdown, JSON",
