@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import json
@@ -162,6 +163,23 @@ def explain(text: str | None, log_file: Path | None, output_format: str, color: 
         on = use_color(sys.stdout, color)
         click.echo(render_terminal(result, db, color=on), color=on)
     sys.exit(result.exit_code)
+
+
+@contextlib.contextmanager
+def _progress(label: str, total: int | None, quiet: bool):
+    """A callback ``advance(done, total=None)`` drawing click's progress bar on a terminal's
+    stderr; it draws nothing with ``quiet`` or when stderr is not a terminal."""
+    if quiet or not sys.stderr.isatty():
+        yield lambda done, total=None: None
+        return
+    with click.progressbar(length=total or 0, label=label, file=sys.stderr, show_pos=True) as bar:
+
+        def advance(done: int, new_total: int | None = None) -> None:
+            if new_total is not None:
+                bar.length = new_total
+            bar.update(done - bar.pos)
+
+        yield advance
 
 
 def _read_lines(path: Path):
@@ -508,16 +526,16 @@ def stats(top: int, output_format: str, color: bool | None, db_path: Path | None
 @click.option("-v", "--verbose", is_flag=True, help="Log every request.")
 @click.pass_context
 def serve(ctx: click.Context, records: Path | None, db_path: Path | None, host: str, port: int, interval: float, verbose: bool) -> None:
-    """Preview the site: build it into a temporary folder, serve it, rebuild on changes.
+    """Preview the site: serve it from the store, each page made when it is asked for.
 
-    The site is built from --records (ingested into a temporary database), or from --db
-    (only read), or from the bundled records; --records wins over $ERRORDB_DB. It is served
-    on http://127.0.0.1:8000/ by a local HTTP server, never cached by the browser. When a
-    record file, families.toml, the database or a template changes, the records are ingested
-    again and the site rebuilt incrementally; reload the page to see it. A failed rebuild is
-    reported in one line and the previous build stays up. Ctrl-C stops the server and removes
-    the temporary folder. For a preview only: use `errordb build` and a real web server to
-    publish.
+    The pages come from --records (ingested into a temporary database), or from --db (only
+    read), or from the bundled records; --records wins over $ERRORDB_DB. They are served on
+    http://127.0.0.1:8000/ by a local HTTP server, never cached by the browser, and always
+    show the store and the templates as they are now: when a record file or families.toml
+    changes, the records are ingested again (unchanged ones cost little); reload the page to
+    see it. A failed ingest is reported in one line and the records stay as they were.
+    Ctrl-C stops the server and removes the temporary files. For a preview only: use
+    `errordb build` and a real web server to publish.
 
     \b
     Examples:
@@ -560,19 +578,19 @@ def export(db_path: Path | None, out: Path, base_url: str, sqlite_path: Path | N
       errordb export --db errordb.db --out site/api --base-url https://errordb.example/ --sqlite dist/errordb.db
     """
     from errordb.publish.api import export_api, export_sqlite
-    from errordb.progress import Progress, activity
     from errordb.store import meta, open_db
 
     db = open_db(db_path)
     try:
         total = int(meta(db).get("recordCount") or 0)
-        with Progress("export", total=total, unit="records", enabled=not quiet) as bar:
-            report = export_api(db, out, base_url=base_url, progress=bar.update)
+        with _progress("export", total, quiet) as advance:
+            report = export_api(db, out, base_url=base_url, progress=advance)
         if not quiet:
             click.echo(f"{out}: {report.summary()}", err=True)
         if sqlite_path:
-            with activity(f"writing {sqlite_path}", enabled=not quiet):
-                release = export_sqlite(db, sqlite_path)
+            if not quiet:
+                click.echo(f"writing {sqlite_path} ...", err=True)
+            release = export_sqlite(db, sqlite_path)
             if not quiet:
                 click.echo(f"{release.database}, {release.metadata}: written", err=True)
     finally:
@@ -586,7 +604,7 @@ def export(db_path: Path | None, out: Path, base_url: str, sqlite_path: Path | N
 @click.option("--base-url", default="/", show_default=True,
               help="Where the site is served (/, /errordb/ or https://host/errordb/): used by sitemap.xml, "
                    "canonical links, the 404 page and the API. Links between pages are relative.")
-@click.option("--incremental", is_flag=True, help="Reuse the previous build's pages whose inputs did not change.")
+@click.option("--incremental", is_flag=True, hidden=True, help="Accepted for older scripts: every build renders everything.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), help="Worker processes (default: 2 from 2000 records on, else 1).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 def build(db_path: Path | None, out: Path, base_url: str, incremental: bool, jobs: int | None, quiet: bool) -> None:
@@ -596,27 +614,16 @@ def build(db_path: Path | None, out: Path, base_url: str, incremental: bool, job
     repository, tag and failure family, search, a page documenting the JSON API, 404.html and
     sitemap.xml. Everything works from file:// and under any sub-path; nothing is fetched from
     other hosts. The site is built beside OUT and swapped into place: a failed build leaves the
-    previous site as it was. Two builds of the same database are byte-identical; with
-    --incremental only pages whose inputs changed are rendered again, and only the error pages
-    that a changed record can reach are even looked at (each build keeps what it needs for that
-    in a cache file under $ERRORDB_CACHE/builds/; without it every page's inputs are read). An
-    incremental build keeps the site it replaced beside OUT, as .<name>.spare, and the next one
-    brings that folder up to date in place before swapping it in: the disk holds two sites (the
-    files they share are hard links), and a rebuild writes only what changed.
+    previous site as it was. Two builds of the same database are byte-identical. Every build
+    renders every page (to preview edits as you make them, use `errordb serve`).
 
     \b
     Example:
-      errordb build --db errordb.db --out site/ --base-url https://errordb.example/ --incremental
+      errordb build --db errordb.db --out site/ --base-url https://errordb.example/
     """
-    from errordb.progress import Progress
     from errordb.publish.site import build_site
 
-    with Progress("build", unit="page batches", enabled=not quiet) as bar:
-
-        def advance(done: int, total: int) -> None:
-            bar.total = total
-            bar.update(done)
-
+    with _progress("build", None, quiet) as advance:
         report = build_site(db_path, out, base_url=base_url, incremental=incremental, jobs=jobs, progress=advance)
     if not quiet:
         click.echo(report.summary(), err=True)

@@ -354,8 +354,10 @@ def ensure_schema(db: sqlite_utils.Database, upgrade: bool = False) -> bool:
         foreign_keys=[("repo", "repos", "id"), ("backgroundTag", "families", "tag")],
     )
     db["records"].create_index(["slug"], unique=True)
-    for column in ("repo", "errorClass", "filePath", "backgroundTag", "function", "matchKey"):
+    for column in ("repo", "errorClass", "filePath", "function", "matchKey", "messagePattern", "errorMessage"):
         db["records"].create_index([column])
+    # A family's records in id order, as related errors read them around a record.
+    db["records"].create_index(["backgroundTag", "id"])
     for table in CHILD_TABLES:
         db[table].create(
             {"record_id": str, "position": int, "text": str},

@@ -1,5 +1,4 @@
-"""Syntax colouring for the static site, done once at build time (Python by
-:mod:`errordb.publish.lexing`, shell by Pygments).
+"""Syntax colouring for the static site, done once at build time by Pygments.
 
 The output is our own markup, not Pygments' ``HtmlFormatter``: one ``<span class="line">`` per
 source line, so that every line can carry its real file line number (``data-n``, shown by CSS and
@@ -18,10 +17,10 @@ from html import escape
 
 from markupsafe import Markup
 from pygments.lexer import Lexer
-from pygments.lexers import BashLexer, TextLexer
+from pygments.lexers import BashLexer, PythonLexer, TextLexer
 from pygments.token import STANDARD_TYPES, _TokenType
 
-from errordb.publish.lexing import escape_visible, python_lines
+from errordb.text import reveal_invisible
 
 #: Languages the site colours; anything else is shown as plain text.
 LANGUAGES = ("python", "shell", "text")
@@ -31,9 +30,8 @@ LANGUAGES = ("python", "shell", "text")
 def _lexer(language: str) -> Lexer:
     # stripnl=False keeps leading blank lines, which would otherwise shift every line number.
     options = {"stripnl": False, "stripall": False, "ensurenl": False}
-    if language == "shell":
-        return BashLexer(**options)
-    return TextLexer(**options)
+    lexers = {"python": PythonLexer, "shell": BashLexer}
+    return lexers.get(language, TextLexer)(**options)
 
 
 @functools.cache
@@ -60,15 +58,7 @@ def _highlight(source: str, language: str) -> list[str]:
     """The HTML of each line (already escaped: plain strings, as a page has ~40 of them)."""
     if not source:
         return []
-    if language == "python":
-        text = _lexer_input(source)
-        lines = python_lines(text)
-        # A source ending in "\n" does not have an extra, empty last line.
-        if text.endswith("\n") and len(lines) > 1 and not lines[-1]:
-            lines.pop()
-        return lines
-    # Shell and plain text, by Pygments (few pages have any). Tokens become runs of one class;
-    # neighbours of one class are merged so pages stay small.
+    # Tokens become runs of one class; neighbours of one class are merged so pages stay small.
     lines: list[str] = []
     line: list[str] = []  # the current line's finished runs, as HTML
     run_css: str | None = None  # the open run's class (None: the line has no run yet)
@@ -84,8 +74,10 @@ def _highlight(source: str, language: str) -> list[str]:
                 line, run_css, run = [], None, []
             if not piece:
                 continue
-            if run_css is not None and (run_css == css or piece.isspace()):
-                run.append(piece)  # white space joins whatever run it follows
+            if piece.isspace():
+                css = ""  # white space is never coloured: it joins only an uncoloured run
+            if run_css is not None and run_css == css:
+                run.append(piece)
             else:
                 if run_css is not None:
                     line.append(_run_html(run_css, "".join(run)))
@@ -106,7 +98,9 @@ def _lexer_input(source: str) -> str:
 
 
 def _run_html(css: str, text: str) -> str:
-    escaped = escape_visible(text)
+    # Invisible characters written <U+XXXX>: bidi controls would make the browser draw code in
+    # another order than it runs ("Trojan Source").
+    escaped = escape(reveal_invisible(text), quote=False)
     return f'<span class="{css}">{escaped}</span>' if css and css != "w" else escaped
 
 

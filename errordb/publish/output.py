@@ -8,6 +8,7 @@ time as its items arrive, so no listing is ever held in memory whole.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -18,7 +19,7 @@ from typing import IO, Any
 
 from errordb.publish.api_layout import ExportError, Urls, page_path
 
-__all__ = ["ExportError", "OutputTree", "Pager", "dump_json", "dump_pretty", "json_object"]
+__all__ = ["ExportError", "MemoryTree", "OutputTree", "Pager", "dump_json", "dump_pretty", "json_object"]
 
 
 def dump_json(value: Any) -> str:
@@ -65,9 +66,7 @@ class OutputTree:
 
     def _place(self, relative: str) -> str:
         # :meth:`path` as text: a Path per file cost more than writing a record's file.
-        parts = relative.split("/")
-        if any(p in ("", ".", "..") or "\\" in p or "\x00" in p for p in parts):
-            raise ExportError(f"refusing to write {relative!r}: not a plain relative path")
+        parts = _plain_parts(relative)
         path = os.path.join(self._root, *parts)
         parent = os.path.dirname(path)
         if parent not in self._made:
@@ -98,36 +97,62 @@ class OutputTree:
             self.bytes += handle.tell()
         self.files += 1
 
+    def read(self, relative: str) -> IO[bytes]:
+        return open(self._place(relative), "rb")
+
+    def size(self, relative: str) -> int:
+        return os.path.getsize(self._place(relative))
+
     def link(self, existing: str, relative: str) -> None:
-        """Make ``relative`` a second name of the file ``existing`` (a copy where links fail).
-
-        A hard link costs no space: at a million records the extension-less record URLs would
-        otherwise double the size of ``errors/``.
-        """
-        self.adopt(self._place(existing), relative)
-
-    def adopt(self, source: str | os.PathLike[str], relative: str, missing_ok: bool = False) -> bool:
-        """Make ``relative`` a name of the file ``source`` (in the tree or not; a copy where links
-        fail). With ``missing_ok``, a ``source`` that is not there (or is not a plain file) is no
-        error: nothing is made, and it returns False."""
-        target = self._place(relative)
-        if missing_ok and os.path.islink(source):
-            return False  # never publish what a link in an earlier output points at
+        """Make ``relative`` a second name of the file ``existing`` (a copy where links fail):
+        the extension-less record URLs cost no space."""
+        source, target = self._place(existing), self._place(relative)
         try:
             os.link(source, target)
         except FileExistsError:
             raise ExportError(f"{relative}: two API files map to this name") from None
-        except FileNotFoundError:
-            if missing_ok and not os.path.lexists(target):
-                return False
-            raise
         except OSError:
-            if missing_ok and not os.path.isfile(source):
-                return False
             shutil.copyfile(source, target)
             self.bytes += os.stat(target).st_size
         self.files += 1
-        return True
+
+
+class MemoryTree:
+    """An :class:`OutputTree` in memory, for answering one request of ``errordb serve``."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+
+    def write_bytes(self, relative: str, data: bytes) -> None:
+        self.files["/".join(_plain_parts(relative))] = data
+
+    def write_text(self, relative: str, text: str) -> None:
+        self.write_bytes(relative, text.encode("utf-8"))
+
+    def write_json(self, relative: str, value: Any, *, pretty: bool = False) -> None:
+        self.write_text(relative, dump_pretty(value) if pretty else dump_json(value))
+
+    @contextmanager
+    def open(self, relative: str) -> Iterator[IO[bytes]]:
+        buffer = io.BytesIO()
+        yield buffer
+        self.write_bytes(relative, buffer.getvalue())
+
+    def read(self, relative: str) -> IO[bytes]:
+        return io.BytesIO(self.files[relative])
+
+    def size(self, relative: str) -> int:
+        return len(self.files[relative])
+
+    def link(self, existing: str, relative: str) -> None:
+        self.write_bytes(relative, self.files[existing])
+
+
+def _plain_parts(relative: str) -> list[str]:
+    parts = relative.split("/")
+    if any(p in ("", ".", "..") or "\\" in p or "\x00" in p for p in parts):
+        raise ExportError(f"refusing to write {relative!r}: not a plain relative path")
+    return parts
 
 
 class Pager:
@@ -148,7 +173,7 @@ class Pager:
 
     def __init__(
         self,
-        tree: OutputTree,
+        tree: OutputTree | MemoryTree,
         urls: Urls,
         listing: str,
         *,

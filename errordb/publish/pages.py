@@ -1,26 +1,25 @@
 """The data of each page of the site, read from the store as plain JSON-able dicts.
 
-Every page is ``(path, template, context)``. The context is *all* a page shows, so its hash is
-the page's input hash: an incremental build re-renders a page exactly when its context changed
-(a record's text, a related record's message, a family's count...). Templates get the context
-and nothing else from the database.
-
-Listings stream from the database a page (:data:`PAGE_SIZE` items) at a time; no function here
-holds more than one listing page or one batch of records in memory.
+Every page is ``(path, template, context)``; templates get the context and nothing else from
+the database. A page can be made on its own from its path (:func:`page_at`, what ``errordb
+serve`` does for each request), and the build makes every page (:func:`listings` and
+:func:`record_page` for each record). Listings are read a page at a time (``LIMIT``/``OFFSET``
+in their sort order), so nothing here holds more than one listing page in memory.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import re
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from itertools import islice
 from typing import Any
 
 from errordb.publish import paths as P
-from errordb.publish import related as site_related
+from errordb.publish import related
+from errordb.publish.repro_view import reproduction_view
 from errordb.publish.text import safe_https_url, shorten
 from errordb.records.snippet import enclosing_class, snippet_language, split_example_fix
 
@@ -30,12 +29,15 @@ HOME_ERRORS_PER_REPO = 10
 HOME_REPOS_PER_PAGE = 50
 #: Errors listed on the search page for visitors without JavaScript.
 SEARCH_FALLBACK = 100
+#: Other places shown in the "same message" box.
+SAME_MESSAGE_SHOWN = 20
 SHORT_SHA = 10
 
 Page = tuple[tuple[str, ...], str, dict[str, Any]]
 
 #: Columns of one item of a listing (and of the search index).
 ITEM_COLUMNS = ("id", "slug", "errorMessage", "errorClass", "severity", "repo", "filePath", "lineNumber")
+_ITEM_SELECT = ", ".join(f'r."{c}"' for c in ITEM_COLUMNS)
 
 
 def item(row: tuple) -> dict[str, Any]:
@@ -48,179 +50,49 @@ def item(row: tuple) -> dict[str, Any]:
     return data
 
 
-_ITEM_SELECT = ", ".join(f'r."{c}"' for c in ITEM_COLUMNS)
-
-
-@dataclass(eq=False)  # hashed by identity: family_counts is cached per Source
+@dataclass(eq=False)  # hashed by identity: the caches below are per Source
 class Source:
-    """The store a worker reads pages from, with the small lookups it caches."""
+    """The store pages are read from, with the small lookups it caches (one per build worker
+    or per served request)."""
 
     conn: sqlite3.Connection
-    #: A connection to the build's scratch database (the ``shared_message`` table), or None.
-    work: sqlite3.Connection | None
-    dataset_version: str
+    dataset_version: str = ""
+
+    @classmethod
+    def of(cls, conn: sqlite3.Connection) -> Source:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'datasetVersion'").fetchone()
+        return cls(conn, (row[0] if row else None) or "")
 
     @functools.cached_property
     def families(self) -> dict[str, dict[str, str]]:
         rows = self.conn.execute("SELECT tag, title, summary, explanation FROM families ORDER BY tag")
         return {tag: {"title": title or tag, "summary": summary or "", "explanation": explanation or ""} for tag, title, summary, explanation in rows}
 
-    @functools.cached_property
-    def common_words(self) -> site_related.CommonWords:
-        return site_related.CommonWords()
-
-    @functools.lru_cache(maxsize=4096)  # noqa: B019 - one Source per worker process
+    @functools.lru_cache(maxsize=4096)  # noqa: B019 - one Source per worker or request
     def family_counts(self, tag: str) -> tuple[int, int]:
-        """(records, repositories) of a family: as the build counted them before the pages were
-        read (``family_counts`` in the scratch database: a family of 125,000 records took each
-        worker 0.3 s to count), else counted here."""
-        if self.work is not None:
-            row = self.work.execute("SELECT records, repos FROM family_counts WHERE tag = ?", [tag]).fetchone()
-            if row is not None:  # (a family that got its first record during the build: counted here)
-                return row
+        """(records, repositories) of a family."""
         return self.conn.execute("SELECT count(*), count(DISTINCT repo) FROM records WHERE backgroundTag = ?", [tag]).fetchone()
 
-    def same_message(self, first_id: str, last_id: str, ids: Iterable[str] = ()) -> dict[str, list[str]]:
-        """For the records with ids from ``first_id`` to ``last_id`` that share their
-        messagePattern or errorMessage: the ids of the others, in id order (one question a batch).
+    def items(self, where: str, params: list[Any], order: str, offset: int, limit: int) -> list[dict[str, Any]]:
+        sql = f"SELECT {_ITEM_SELECT} FROM records r WHERE {where} ORDER BY {order} LIMIT ? OFFSET ?"
+        return [item(row) for row in self.conn.execute(sql, [*params, limit, offset])]
 
-        An incremental build groups only the records it means to render (``shared_message_scope``
-        lists them); any other of ``ids`` (a page it could not reuse after all) is looked up
-        in the store, one scan each.
-        """
-        if self.work is None:
-            return {}
-        sql = (
-            "SELECT DISTINCT a.id, b.id FROM shared_message a JOIN shared_message b ON a.grp = b.grp "
-            "WHERE a.id BETWEEN ? AND ? AND b.id != a.id ORDER BY a.id, b.id"
-        )
-        found: dict[str, list[str]] = {}
-        for record_id, other in self.work.execute(sql, [first_id, last_id]):
-            found.setdefault(record_id, []).append(other)
-        if self._scoped:
-            scope = {row[0] for row in self.work.execute("SELECT id FROM shared_message_scope WHERE id BETWEEN ? AND ?", [first_id, last_id])}
-            for record_id in ids:
-                if record_id not in scope:
-                    others = [row[0] for row in self.conn.execute(_SAME_MESSAGE_SQL, [record_id])]
-                    if others:
-                        found[record_id] = others
-        return found
-
-    @functools.cached_property
-    def _scoped(self) -> bool:
-        sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'shared_message_scope'"
-        return self.work is not None and self.work.execute(sql).fetchone() is not None
-
-
-_SAME_MESSAGE_SQL = (
-    "SELECT b.id FROM records a JOIN records b ON b.messagePattern = a.messagePattern OR b.errorMessage = a.errorMessage "
-    "WHERE a.id = ? AND b.id != a.id ORDER BY b.id"
-)
-
-
-def build_shared_message_table(
-    conn: sqlite3.Connection, work: sqlite3.Connection, groups: Iterable[list[str]] | None = None, scope: Iterable[str] = (),
-) -> None:
-    """Find, in one pass each, the records that share a messagePattern or an errorMessage; or
-    take the ``groups`` of ids an incremental build found for the records ``scope`` (those
-    whose pages it renders).
-
-    The store has no index on message text, so asking per page would scan the whole table per
-    record; grouping once costs one sort. Only groups of two or more are kept (usually few).
-    """
-    work.execute("CREATE TABLE shared_message (grp INTEGER NOT NULL, id TEXT NOT NULL)")
-    if groups is None:
-        groups = _shared_message_groups(conn)
-    else:
-        work.execute("CREATE TABLE shared_message_scope (id TEXT PRIMARY KEY)")
-        work.executemany("INSERT INTO shared_message_scope VALUES (?)", ((record_id,) for record_id in sorted(set(scope))))
-    batch = []
-    for group, ids in enumerate(groups, 1):
-        batch.extend((group, record_id) for record_id in ids)
-        if len(batch) >= 10_000:
-            work.executemany("INSERT INTO shared_message VALUES (?, ?)", batch)
-            batch.clear()
-    work.executemany("INSERT INTO shared_message VALUES (?, ?)", batch)
-    work.execute("CREATE INDEX shared_message_id ON shared_message (id)")
-    work.execute("CREATE INDEX shared_message_grp ON shared_message (grp)")
-    work.commit()
-
-
-def _shared_message_groups(conn: sqlite3.Connection) -> Iterator[list[str]]:
-    for column in ("messagePattern", "errorMessage"):
-        sql = f'SELECT "{column}", id FROM records WHERE "{column}" IN (SELECT "{column}" FROM records GROUP BY 1 HAVING count(*) > 1) ORDER BY 1, 2'
-        group: list[str] = []
-        previous = None
-        for value, record_id in conn.execute(sql):
-            if value != previous and group:
-                yield group
-                group = []
-            previous = value
-            group.append(record_id)
-        if group:
-            yield group
-
-
-def write_family_counts(work: sqlite3.Connection, counts: Iterable[tuple[str, int, int]]) -> None:
-    """Give the workers each family's (tag, records, repositories), counted once by the build."""
-    work.execute("CREATE TABLE family_counts (tag TEXT PRIMARY KEY, records INTEGER NOT NULL, repos INTEGER NOT NULL)")
-    work.executemany("INSERT INTO family_counts VALUES (?, ?, ?)", counts)
+    def count(self, sql: str, params: list[Any] | None = None) -> int:
+        return self.conn.execute(sql, params or []).fetchone()[0]
 
 
 # Error pages ----------------------------------------------------------------------------------
 
 
-def record_pages(
-    source: Source, first_id: str, last_id: str, only: list[str] | None = None,
-    windows: dict[str, list[site_related.Window]] | None = None,
-) -> Iterator[tuple[str, Page, dict[str, Any]]]:
-    """(id, page, what its input hash is made of) of the records with ids from ``first_id``
-    to ``last_id`` (or only the ids ``only`` among them), in id order; ``windows`` receives
-    each page's questions by id.
-
-    The input hash stands for the record's own fields by their ``contentHash`` (that of the
-    record file, which incremental builds already trust to say what changed): hashing the
-    record's ~3 KB of text again for every page cost half of the page's key.
-    """
-    from errordb.store import iter_record_dicts
-
-    where, params = "id BETWEEN ? AND ?", [first_id, last_id]
-    if only is not None:
-        if not only:
-            return
-        where += f" AND id IN ({','.join('?' * len(only))})"
-        params += only
-    # The rows as dicts, as the store holds them (validated on the way in): a Record model
-    # made and dumped again for each page gave the same dict, at ~5% of a page's time.
-    records = list(iter_record_dicts(source.conn, where=where, params=params))  # type: ignore[arg-type]
-    source.common_words.check(source.conn)  # after the batch's first read: see CommonWords.check
-    batch = site_related.Batch(first_id, last_id, source.common_words)  # shared by these pages only
-    same_message = source.same_message(first_id, last_id, [record["id"] for record in records])
-    batch.plan((record, record["tags"]) for record in records)
-    for data in records:
-        record_id = data["id"]
-        dataset_version, function = data.pop("datasetVersion"), data.pop("function")
-        content_hash = data.pop("contentHash")
-        asked = windows.setdefault(record_id, []) if windows is not None else None
-        page = record_page(source, data, dataset_version, function, same_message.get(record_id, []), asked, batch)
-        yield record_id, page, {**page[2], "record": content_hash}
-
-
-def record_page(
-    source: Source, data: dict[str, Any], dataset_version: str, function: str | None, same: list[str],
-    windows: list[site_related.Window] | None = None, batch: site_related.Batch | None = None,
-) -> Page:
-    """The error page of one record (``data``: its fields, as :func:`errordb.store.iter_record_dicts`
-    gives them without the derived columns): every section of the reference page, as data.
-
-    ``same``: the ids of the other records with its message (:meth:`Source.same_message`).
-    ``windows``, when given, receives the questions asked for its related errors; ``batch``
-    is what the pages rendered with this one share (:class:`errordb.publish.related.Batch`).
-    """
+def record_page(source: Source, data: dict[str, Any]) -> Page:
+    """The error page of one record: every section of the reference page, as data. ``data`` is
+    the record as :func:`errordb.store.iter_record_dicts` gives it (with its derived columns)."""
     P.record_id(data["id"])
-    path = (*P.record_dir(data["slug"]), "index.html")
+    record = {key: value for key, value in data.items() if key not in ("datasetVersion", "function", "contentHash")}
+    function = data.get("function")
+    same = same_message_ids(source.conn, data)
     context: dict[str, Any] = {
-        "record": data,
+        "record": record,
         "function": function,
         "enclosingClass": enclosing_class(data["sourceCode"], data["sourceCodeStart"], data["lineNumber"]),
         "repoPath": list(P.repo_dir(data["repo"])),
@@ -235,19 +107,25 @@ def record_page(
             for name in ("validationCode", "typeGuard", "tryCatchPattern")
             if data[name]
         },
-        "sameMessage": _same_message(source, data, function, same),
+        "sameMessage": _same_message(source, data, same),
         "related": [
             {
                 "slug": r.slug, "path": list(P.record_dir(r.slug)), "errorMessage": shorten(r.errorMessage, 160),
                 "errorClass": r.errorClass, "repo": r.repo, "filePath": r.filePath, "fileName": r.filePath.rsplit("/", 1)[-1],
                 "lineNumber": r.lineNumber, "reasons": list(r.reasons),
             }  # fmt: skip
-            for r in site_related.related_records(source.conn, {**data, "function": function}, data["tags"], same, windows=windows, batch=batch)
+            for r in related.related_records(source.conn, data, data["tags"], same)
         ],
-        "repro": _repro(data),
-        "datasetVersion": dataset_version,
+        "repro": reproduction_view(data),
+        "datasetVersion": data["datasetVersion"],
     }
-    return path, "error.html", context
+    return (*P.record_dir(data["slug"]), "index.html"), "error.html", context
+
+
+def same_message_ids(conn: sqlite3.Connection, record: dict[str, Any]) -> list[str]:
+    """The other records with the record's messagePattern or errorMessage, in id order."""
+    sql = "SELECT id FROM records WHERE messagePattern = ? UNION SELECT id FROM records WHERE errorMessage = ? ORDER BY id"
+    return [row[0] for row in conn.execute(sql, [record["messagePattern"], record["errorMessage"]]) if row[0] != record["id"]]
 
 
 def _language(code: str | None) -> str:
@@ -260,9 +138,9 @@ def _example_fix(text: str | None) -> dict[str, Any] | None:
     """The example fix cut at its ``# before`` / ``# after`` markers (one part without them)."""
     if not text:
         return None
-    parts = split_example_fix(text)
     labels = {"": "", "before": "Before", "after": "After"}
-    return {"parts": [{"label": labels.get(key, key.title()), "code": code, "language": _language(code)} for key, code in parts.items() if code.strip()]}
+    parts = split_example_fix(text).items()
+    return {"parts": [{"label": labels.get(key, key.title()), "code": code, "language": _language(code)} for key, code in parts if code.strip()]}
 
 
 def _family(source: Source, tag: str | None) -> dict[str, Any] | None:
@@ -273,43 +151,39 @@ def _family(source: Source, tag: str | None) -> dict[str, Any] | None:
     return {"tag": tag, "path": list(P.family_dir(tag)), **family, "records": records, "repos": repos}
 
 
-def _same_message(source: Source, data: dict[str, Any], function: str | None, others: list[str]) -> dict[str, Any] | None:
+_PLACE_COLUMNS = ("id", "slug", "repo", "filePath", "lineNumber", "function", "errorClass", "sourceCode", "sourceCodeStart", "githubUrl")
+
+
+def _same_message(source: Source, data: dict[str, Any], others: list[str]) -> dict[str, Any] | None:
     """The "same message, other places" box: the raise sites side by side, and what differs."""
     if not others:
         return None
-    marks = ",".join("?" * len(others[:20]))
-    rows = source.conn.execute(
-        f'SELECT id, slug, repo, filePath, lineNumber, "function", errorClass, sourceCode, sourceCodeStart, githubUrl FROM records WHERE id IN ({marks}) ORDER BY id',
-        others[:20],
-    ).fetchall()
-    places = [_place(data["id"], data["slug"], data["repo"], data["filePath"], data["lineNumber"], function, data["errorClass"], data["sourceCode"], data["sourceCodeStart"], data["githubUrl"], mine=True)]
-    places += [_place(*row, mine=False) for row in rows]
-    differs = [label for key, label in (("repo", "repository"), ("filePath", "file"), ("function", "function"), ("enclosingClass", "class"), ("errorClass", "exception class"), ("lineNumber", "line")) if len({p[key] for p in places}) > 1]
+    shown = others[:SAME_MESSAGE_SHOWN]
+    columns = ", ".join(f'"{c}"' for c in _PLACE_COLUMNS)
+    rows = source.conn.execute(f"SELECT {columns} FROM records WHERE id IN ({','.join('?' * len(shown))}) ORDER BY id", shown)
+    places = [_place(data, mine=True)] + [_place(dict(zip(_PLACE_COLUMNS, row)), mine=False) for row in rows]
+    compared = (("repo", "repository"), ("filePath", "file"), ("function", "function"), ("enclosingClass", "class"),
+                ("errorClass", "exception class"), ("lineNumber", "line"))  # fmt: skip
+    differs = [label for key, label in compared if len({p[key] for p in places}) > 1]
     # The enclosing class is shown only when a snippet shows one (a window often starts inside it).
-    return {"places": places, "differsBy": differs, "more": max(0, len(others) - 20), "classes": any(p["enclosingClass"] for p in places)}
+    return {"places": places, "differsBy": differs, "more": max(0, len(others) - SAME_MESSAGE_SHOWN), "classes": any(p["enclosingClass"] for p in places)}
 
 
-def _place(record_id, slug, repo, file_path, line, function, error_class, source_code, start, github_url, *, mine: bool) -> dict[str, Any]:
+def _place(row: dict[str, Any], *, mine: bool) -> dict[str, Any]:
     return {
-        "id": P.record_id(record_id),
-        "slug": slug,
-        "path": list(P.record_dir(slug)),
-        "repo": repo,
-        "filePath": file_path,
-        "fileName": file_path.rsplit("/", 1)[-1],
-        "lineNumber": line,
-        "function": function,
-        "enclosingClass": enclosing_class(source_code, start, line),
-        "errorClass": error_class,
-        "githubUrl": safe_https_url(github_url),
+        "id": P.record_id(row["id"]),
+        "slug": row["slug"],
+        "path": list(P.record_dir(row["slug"])),
+        "repo": row["repo"],
+        "filePath": row["filePath"],
+        "fileName": row["filePath"].rsplit("/", 1)[-1],
+        "lineNumber": row["lineNumber"],
+        "function": row.get("function"),
+        "enclosingClass": enclosing_class(row["sourceCode"], row["sourceCodeStart"], row["lineNumber"]),
+        "errorClass": row["errorClass"],
+        "githubUrl": safe_https_url(row["githubUrl"]),
         "mine": mine,
     }
-
-
-def _repro(data: dict[str, Any]) -> dict[str, Any] | None:
-    from errordb.publish.repro_view import reproduction_view
-
-    return reproduction_view(data)
 
 
 # Listings -----------------------------------------------------------------------------------
@@ -330,108 +204,193 @@ def pager(directory: tuple[str, ...], page: int, pages: int, total: int, size: i
     }
 
 
-def paged(directory: tuple[str, ...], template: str, base: dict[str, Any], total: int, items: Iterable[dict[str, Any]], size: int = PAGE_SIZE) -> Iterator[Page]:
-    """A listing cut into pages of ``size`` items, streaming from ``items``."""
-    pages = max(1, math.ceil(total / size))
-    stream = iter(items)
-    for number in range(1, pages + 1):
-        chunk = list(islice(stream, size))
-        yield P.listing_file(directory, number), template, {**base, "items": chunk, "pager": pager(directory, number, pages, total, size)}
+@dataclass(frozen=True)
+class Listing:
+    """A listing cut into pages of ``size`` entries: ``entries(offset, limit)`` reads one page's."""
 
+    directory: tuple[str, ...]
+    template: str
+    base: dict[str, Any]
+    total: int
+    entries: Callable[[int, int], list[dict[str, Any]]]
+    size: int = PAGE_SIZE
+    key: str = "items"  # the context's name for the page's entries
 
-def _items(source: Source, sql: str, params: list[Any]) -> Iterator[dict[str, Any]]:
-    cursor = source.conn.execute(sql, params)
-    while rows := cursor.fetchmany(PAGE_SIZE):
-        yield from (item(row) for row in rows)
+    @property
+    def pages(self) -> int:
+        return max(1, math.ceil(self.total / self.size))
+
+    def page(self, number: int) -> Page | None:
+        """Page ``number`` (from 1), or None past the last one."""
+        if not 1 <= number <= self.pages:
+            return None
+        entries = self.entries((number - 1) * self.size, self.size)
+        context = {**self.base, self.key: entries, "pager": pager(self.directory, number, self.pages, self.total, self.size)}
+        return P.listing_file(self.directory, number), self.template, context
+
+    def all_pages(self) -> Iterator[Page]:
+        for number in range(1, self.pages + 1):
+            yield self.page(number)  # type: ignore[misc]
 
 
 def totals(source: Source) -> dict[str, int]:
-    conn = source.conn
     return {
-        "records": conn.execute("SELECT count(*) FROM records").fetchone()[0],
-        "repos": conn.execute("SELECT count(DISTINCT repo) FROM records").fetchone()[0],
-        "families": conn.execute("SELECT count(DISTINCT backgroundTag) FROM records WHERE backgroundTag IS NOT NULL").fetchone()[0],
-        "tags": conn.execute("SELECT count(DISTINCT tag) FROM record_tags").fetchone()[0],
+        "records": source.count("SELECT count(*) FROM records"),
+        "repos": source.count("SELECT count(DISTINCT repo) FROM records"),
+        "families": source.count("SELECT count(DISTINCT backgroundTag) FROM records WHERE backgroundTag IS NOT NULL"),
+        "tags": source.count("SELECT count(DISTINCT tag) FROM record_tags"),
     }
 
 
-def home_pages(source: Source) -> Iterator[Page]:
+def home(source: Source) -> Listing:
     """The home page: the explain box, then every repository with its count and first errors."""
     counts = totals(source)
-    repo_count = counts["repos"]
-    pages = max(1, math.ceil(repo_count / HOME_REPOS_PER_PAGE))
-    cursor = source.conn.execute("SELECT repo, count(*) FROM records GROUP BY repo ORDER BY repo")
-    for number in range(1, pages + 1):
-        repos = []
-        for repo, count in cursor.fetchmany(HOME_REPOS_PER_PAGE):
-            shown = list(_items(source, f"SELECT {_ITEM_SELECT} FROM records r WHERE r.repo = ? ORDER BY r.filePath, r.lineNumber, r.id LIMIT ?", [repo, HOME_ERRORS_PER_REPO]))
-            repos.append({"repo": repo, "path": list(P.repo_dir(repo)), "count": count, "errors": shown, "more": count - len(shown)})
-        context = {"totals": counts, "repos": repos, "pager": pager((), number, pages, repo_count, HOME_REPOS_PER_PAGE), "datasetVersion": source.dataset_version}
-        yield P.listing_file((), number), "index.html", context
+
+    def repos(offset: int, limit: int) -> list[dict[str, Any]]:
+        rows = source.conn.execute("SELECT repo, count(*) FROM records GROUP BY repo ORDER BY repo LIMIT ? OFFSET ?", [limit, offset]).fetchall()
+        order = "r.filePath, r.lineNumber, r.id"
+        return [
+            {"repo": repo, "path": list(P.repo_dir(repo)), "count": count, "more": max(0, count - HOME_ERRORS_PER_REPO),
+             "errors": source.items("r.repo = ?", [repo], order, 0, HOME_ERRORS_PER_REPO)}
+            for repo, count in rows
+        ]  # fmt: skip
+
+    base = {"totals": counts, "datasetVersion": source.dataset_version}
+    return Listing((), "index.html", base, counts["repos"], repos, HOME_REPOS_PER_PAGE, key="repos")
 
 
-def all_errors_pages(source: Source) -> Iterator[Page]:
-    total = source.conn.execute("SELECT count(*) FROM records").fetchone()[0]
-    items = _items(source, f"SELECT {_ITEM_SELECT} FROM records r ORDER BY r.slug", [])
-    return paged(("errors",), "listing.html", {"kind": "all", "title": "All errors", "datasetVersion": source.dataset_version}, total, items)
+def _errors(source: Source, directory: tuple[str, ...], base: dict[str, Any], where: str, params: list[Any], order: str) -> Listing:
+    total = source.count(f"SELECT count(*) FROM records r WHERE {where}", params)
+    base = {**base, "datasetVersion": source.dataset_version}
+    return Listing(directory, "listing.html", base, total, lambda offset, limit: source.items(where, params, order, offset, limit))
 
 
-def repo_pages(source: Source, repo: str) -> Iterator[Page]:
-    total = source.conn.execute("SELECT count(*) FROM records WHERE repo = ?", [repo]).fetchone()[0]
-    items = _items(source, f"SELECT {_ITEM_SELECT} FROM records r WHERE r.repo = ? ORDER BY r.filePath, r.lineNumber, r.id", [repo])
-    base = {"kind": "repo", "title": repo, "repo": repo, "repoUrl": safe_https_url(f"https://github.com/{repo}"), "datasetVersion": source.dataset_version}
-    return paged(P.repo_dir(repo), "listing.html", base, total, items)
+def all_errors(source: Source) -> Listing:
+    return _errors(source, ("errors",), {"kind": "all", "title": "All errors"}, "1", [], "r.slug")
 
 
-def tag_pages(source: Source, tag: str) -> Iterator[Page]:
-    total = source.conn.execute("SELECT count(DISTINCT record_id) FROM record_tags WHERE tag = ?", [tag]).fetchone()[0]
-    sql = f"SELECT {_ITEM_SELECT} FROM records r WHERE r.id IN (SELECT record_id FROM record_tags WHERE tag = ?) ORDER BY r.slug"
-    base = {"kind": "tag", "title": f"Tag: {tag}", "tag": tag, "datasetVersion": source.dataset_version}
-    return paged(P.tag_dir(tag), "listing.html", base, total, _items(source, sql, [tag]))
+def repo_errors(source: Source, repo: str) -> Listing:
+    base = {"kind": "repo", "title": repo, "repo": repo, "repoUrl": safe_https_url(f"https://github.com/{repo}")}
+    return _errors(source, P.repo_dir(repo), base, "r.repo = ?", [repo], "r.filePath, r.lineNumber, r.id")
 
 
-def family_pages(source: Source, tag: str) -> Iterator[Page]:
+def tag_errors(source: Source, tag: str) -> Listing:
+    where = "r.id IN (SELECT record_id FROM record_tags WHERE tag = ?)"
+    return _errors(source, P.tag_dir(tag), {"kind": "tag", "title": f"Tag: {tag}", "tag": tag}, where, [tag], "r.slug")
+
+
+def family_errors(source: Source, tag: str) -> Listing:
     family = _family(source, tag)
     assert family is not None
-    items = _items(source, f"SELECT {_ITEM_SELECT} FROM records r WHERE r.backgroundTag = ? ORDER BY r.slug", [tag])
-    base = {"kind": "family", "title": family["title"], "family": family, "datasetVersion": source.dataset_version}
-    return paged(P.family_dir(tag), "listing.html", base, family["records"], items)
+    base = {"kind": "family", "title": family["title"], "family": family}
+    return _errors(source, P.family_dir(tag), base, "r.backgroundTag = ?", [tag], "r.slug")
 
 
-def tags_index_pages(source: Source) -> Iterator[Page]:
-    total = source.conn.execute("SELECT count(DISTINCT tag) FROM record_tags").fetchone()[0]
-    cursor = source.conn.execute("SELECT tag, count(DISTINCT record_id) FROM record_tags GROUP BY tag ORDER BY tag")
-    entries = ({"name": tag, "path": list(P.tag_dir(tag)), "count": count} for tag, count in cursor)
-    return paged(("tags",), "tags.html", {"datasetVersion": source.dataset_version}, total, entries)
+def tags_index(source: Source) -> Listing:
+    total = source.count("SELECT count(DISTINCT tag) FROM record_tags")
+
+    def entries(offset: int, limit: int) -> list[dict[str, Any]]:
+        sql = "SELECT tag, count(DISTINCT record_id) FROM record_tags GROUP BY tag ORDER BY tag LIMIT ? OFFSET ?"
+        return [{"name": tag, "path": list(P.tag_dir(tag)), "count": count} for tag, count in source.conn.execute(sql, [limit, offset])]
+
+    return Listing(("tags",), "tags.html", {"datasetVersion": source.dataset_version}, total, entries)
 
 
-def families_index_pages(source: Source) -> Iterator[Page]:
-    tags = [tag for (tag,) in source.conn.execute("SELECT DISTINCT backgroundTag FROM records WHERE backgroundTag IS NOT NULL ORDER BY 1")]
-    entries = (_family(source, tag) for tag in tags)
-    return paged(("families",), "families.html", {"datasetVersion": source.dataset_version}, len(tags), entries)
+def families_index(source: Source) -> Listing:
+    tags = _family_tags(source)
+    return Listing(("families",), "families.html", {"datasetVersion": source.dataset_version}, len(tags),
+                   lambda offset, limit: [_family(source, tag) for tag in tags[offset : offset + limit]])  # fmt: skip
 
 
-def search_page(source: Source) -> Page:
-    fallback = list(_items(source, f"SELECT {_ITEM_SELECT} FROM records r ORDER BY r.slug LIMIT ?", [SEARCH_FALLBACK]))
-    context = {"items": fallback, "total": totals(source)["records"], "datasetVersion": source.dataset_version}
-    return ("search", "index.html"), "search.html", context
+def _family_tags(source: Source) -> list[str]:
+    return [tag for (tag,) in source.conn.execute("SELECT DISTINCT backgroundTag FROM records WHERE backgroundTag IS NOT NULL ORDER BY 1")]
 
 
-def api_page(source: Source) -> Page:
+def _repos(source: Source) -> list[str]:
+    return [repo for (repo,) in source.conn.execute("SELECT DISTINCT repo FROM records ORDER BY 1")]
+
+
+def _tags(source: Source) -> list[str]:
+    return [tag for (tag,) in source.conn.execute("SELECT DISTINCT tag FROM record_tags ORDER BY 1")]
+
+
+def fixed_listings(source: Source) -> list[Listing]:
+    """The listings every site has: home, all errors, the families and the tags."""
+    return [home(source), all_errors(source), families_index(source), tags_index(source)]
+
+
+#: The listings of each family, tag and repository: (kind, the names, the folder of one, its listing).
+_NAMED = {
+    "family": (_family_tags, P.family_dir, family_errors),
+    "tag": (_tags, P.tag_dir, tag_errors),
+    "repo": (_repos, P.repo_dir, repo_errors),
+}
+
+
+def named_listing_keys(source: Source) -> Iterator[tuple[str, str]]:
+    """(kind, name) of every family's, tag's and repository's listing, in a fixed order."""
+    for kind, (names, _, _) in _NAMED.items():
+        yield from ((kind, name) for name in names(source))
+
+
+def named_listing(source: Source, kind: str, name: str) -> Listing:
+    return _NAMED[kind][2](source, name)
+
+
+def named_listings(source: Source) -> Iterator[Listing]:
+    return (named_listing(source, kind, name) for kind, name in named_listing_keys(source))
+
+
+def single_pages(source: Source) -> list[Page]:
+    """The pages that are neither an error nor a listing."""
+    fallback = source.items("1", [], "r.slug", 0, SEARCH_FALLBACK)
+    search = {"items": fallback, "total": totals(source)["records"], "datasetVersion": source.dataset_version}
     example = source.conn.execute("SELECT id, slug FROM records ORDER BY id LIMIT 1").fetchone()
-    context = {"example": {"id": P.record_id(example[0]), "slug": example[1]} if example else None, "datasetVersion": source.dataset_version}
-    return ("docs", "api", "index.html"), "api.html", context
+    api = {"example": {"id": P.record_id(example[0]), "slug": example[1]} if example else None, "datasetVersion": source.dataset_version}
+    return [
+        (("search", "index.html"), "search.html", search),
+        (("docs", "api", "index.html"), "api.html", api),
+        (("404.html",), "404.html", {"datasetVersion": source.dataset_version}),
+    ]
 
 
-def not_found_page(source: Source) -> Page:
-    return ("404.html",), "404.html", {"datasetVersion": source.dataset_version}
-
-
-def search_chunk(source: Source, first_id: str, last_id: str) -> list[list[Any]]:
-    """The search index entries of a batch of records: ``[slug, message, class, repo, file, id]``."""
-    sql = "SELECT slug, errorMessage, errorClass, repo, filePath, id FROM records WHERE id BETWEEN ? AND ? ORDER BY id"
+def search_chunk(source: Source, number: int) -> list[list[Any]]:
+    """Entries ``number`` (from 0) of the search index, :data:`PAGE_SIZE` records in id order:
+    ``[slug, message, class, repo, file, id]``."""
+    sql = "SELECT slug, errorMessage, errorClass, repo, filePath, id FROM records ORDER BY id LIMIT ? OFFSET ?"
     out = []
-    for slug, message, error_class, repo, file_path, record_id in source.conn.execute(sql, [first_id, last_id]):
+    for slug, message, error_class, repo, file_path, record_id in source.conn.execute(sql, [PAGE_SIZE, number * PAGE_SIZE]):
         P.segment(slug, "slug")
         out.append([slug, shorten(message, 300), error_class, repo, file_path, P.record_id(record_id)])
     return out
+
+
+# A page from its path (errordb serve) -----------------------------------------------------------
+
+_PAGE_FILE = re.compile(r"^(?:index|page-([1-9][0-9]*))\.html$")
+
+
+def page_at(source: Source, path: tuple[str, ...]) -> Page | None:
+    """The page at ``path`` (``("errors", slug, "index.html")``...), or None when there is none."""
+    from errordb.store import iter_record_dicts
+
+    if len(path) == 3 and path[0] == "errors" and path[2] == "index.html":
+        records = list(iter_record_dicts(source.conn, where="slug = ?", params=[path[1]]))  # type: ignore[arg-type]
+        return record_page(source, records[0]) if records else None
+    for page in single_pages(source):
+        if page[0] == path:
+            return page
+    found = _PAGE_FILE.match(path[-1]) if path else None
+    listing = _listing_at(source, path[:-1]) if found else None
+    return listing.page(int(found.group(1) or 1)) if listing is not None and found is not None else None
+
+
+def _listing_at(source: Source, directory: tuple[str, ...]) -> Listing | None:
+    fixed = {(): home, ("errors",): all_errors, ("tags",): tags_index, ("families",): families_index}
+    if directory in fixed:
+        return fixed[directory](source)
+    kind = {"repos": "repo", "tags": "tag", "families": "family"}.get(directory[0]) if directory else None
+    if kind is None:
+        return None
+    names, folder, listing = _NAMED[kind]
+    return next((listing(source, name) for name in names(source) if folder(name) == directory), None)

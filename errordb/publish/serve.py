@@ -1,29 +1,26 @@
-"""``errordb serve``: build the site into a temporary folder, serve it locally, rebuild on change.
+"""``errordb serve``: the site served from the store, each page rendered when it is asked for.
 
 A preview for people editing records or templates, not a production server:
 
-- The site is built with :func:`errordb.publish.site.build_site` into a temporary folder, from either
-  a database (``--db``; it is only read) or record files (``--records DIR``, default: the
-  bundled records), which are ingested into a temporary database first.
-- It is served by :mod:`http.server` in a background thread, on 127.0.0.1 unless told
-  otherwise, with ``Cache-Control: no-store`` so a reload always shows the latest build, and
-  the site's own ``404.html`` for missing pages.
+- The store is either a database (``--db``; it is only read) or record files (``--records
+  DIR``, default: the bundled records), ingested into a temporary database first.
+- Each request is answered by :meth:`errordb.publish.site.Site.file` from a fresh read-only
+  connection: nothing is built ahead, so the first page is there at once and every page shows
+  the store as it is now. Responses carry ``Cache-Control: no-store``; a missing page gets the
+  site's own 404 page.
 - The main thread polls the modification times and sizes of the inputs (the record files and
-  ``families.toml``, or the database file; and the templates) and rebuilds when they change:
-  records are ingested again (with prune, so deleted files disappear) and the site is rebuilt
-  incrementally. A rebuild that fails (say, a record with a typo) prints one line and keeps
-  serving the previous build.
-- Polling is bounded: a scan that takes long (a huge records folder) stretches the interval
-  so that scanning uses at most about :data:`SCAN_SHARE` of one CPU; a burst of saves is
-  coalesced by waiting until the inputs are quiet for :data:`SETTLE_SECONDS` (at most
-  :data:`SETTLE_LIMIT`), so one edit is one rebuild.
-- Ctrl-C (or SIGTERM) stops the server, waits for the thread and removes the temporary folder.
+  ``families.toml``, or the database file; and the templates). After a change, record files
+  are ingested again (with prune, so deleted files disappear): unchanged records cost little
+  (:func:`errordb.store.ingest`), so an edit shows on the next reload. An ingest that fails
+  (a record with a typo) prints one line and keeps serving what was there.
+- A burst of saves is coalesced by waiting until the inputs are quiet for
+  :data:`SETTLE_SECONDS` (at most :data:`SETTLE_LIMIT`), so one edit is one ingest.
+- Ctrl-C (or SIGTERM) stops the server, waits for its thread and removes the temporary folder.
 """
 
 from __future__ import annotations
 
 import errno
-import functools
 import http.server
 import os
 import shutil
@@ -33,18 +30,16 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from errordb.errors import ErrordbError
 
-#: Scanning the inputs may use at most this share of the time between scans.
-SCAN_SHARE = 0.1
-#: After a change, wait until the inputs have been unchanged this long before rebuilding ...
+#: After a change, wait until the inputs have been unchanged this long before ingesting ...
 SETTLE_SECONDS = 0.3
-#: ... but never longer than this (a file rewritten continuously must not block rebuilding).
+#: ... but never longer than this (a file rewritten continuously must not block it).
 SETTLE_LIMIT = 5.0
 
 
@@ -58,132 +53,128 @@ Fingerprint = dict[str, tuple[int, int]]
 def fingerprint(paths: list[Path]) -> Fingerprint:
     """``path -> (size, mtime_ns)`` of every file under ``paths`` (folders walked, hidden entries skipped).
 
-    A missing path is left out: the next rebuild reports it, the scan does not fail.
+    A missing path is left out: the next ingest reports it, the scan does not fail.
     """
     found: Fingerprint = {}
     for root in paths:
-        if root.is_file():
-            _add(found, root)
-            continue
-        for folder, dirs, files in os.walk(root):
+        files = [root] if root.is_file() else []
+        for folder, dirs, names in os.walk(root):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            for name in sorted(files):
-                if not name.startswith("."):
-                    _add(found, Path(folder) / name)
+            files += [Path(folder) / name for name in sorted(names) if not name.startswith(".")]
+        for path in files:
+            try:
+                stat = path.stat()
+            except OSError:
+                continue  # removed while walking: the next scan sees it gone
+            found[str(path)] = (stat.st_size, stat.st_mtime_ns)
     return found
 
 
-def _add(found: Fingerprint, path: Path) -> None:
-    try:
-        stat = path.stat()
-    except OSError:
-        return  # removed while walking: the next scan sees it gone
-    found[str(path)] = (stat.st_size, stat.st_mtime_ns)
-
-
-@dataclass
 class Preview:
-    """The state of one preview: where its inputs are, and the last build.
+    """The inputs of one preview and the store it serves from.
 
     ``records`` (a folder or file of records) or ``db_path`` (an existing store) is the source;
-    with neither, the bundled records. :meth:`rebuild` ingests (records only) and builds the
-    site into ``workdir/site``.
+    with neither, the bundled records, ingested into a database in a temporary folder.
     """
 
-    records: Path | None = None
-    db_path: Path | None = None
-    workdir: Path | None = None  # default: a new temporary folder, made once the inputs are known good
-
-    def __post_init__(self) -> None:
+    def __init__(self, records: Path | None = None, db_path: Path | None = None):
         from errordb.publish.site import templates_dir
-        from errordb.store import bundled_records_dir
+        from errordb.store import bundled_records_dir, open_connection
 
-        if self.records is not None and self.db_path is not None:
+        if records is not None and db_path is not None:
             raise ServeError("give --records or --db, not both (serve never writes into your database)")
-        if self.db_path is None and self.records is None:
-            self.records = bundled_records_dir()
-        if self.records is not None and not self.records.exists():
-            raise ServeError(f"{self.records}: no such file or folder")
-        if self.db_path is not None:
-            from errordb.store import open_connection
-
-            open_connection(self.db_path).close()  # not an errordb database: say so before building
-        self.templates = templates_dir()
-        if self.workdir is None:
-            self.workdir = Path(tempfile.mkdtemp(prefix="errordb-serve-"))
-        self.site = self.workdir / "site"
+        if db_path is None and records is None:
+            records = bundled_records_dir()
+        if records is not None and not records.exists():
+            raise ServeError(f"{records}: no such file or folder")
+        if db_path is not None:
+            open_connection(db_path).close()  # not an errordb database: say so before serving
+        self.records, self.templates = records, templates_dir()
+        self.workdir = Path(tempfile.mkdtemp(prefix="errordb-serve-"))
+        self.db_path = db_path or self.workdir / "errordb.db"
 
     @property
     def watched(self) -> list[Path]:
-        """The inputs whose changes trigger a rebuild."""
+        """The inputs whose changes are taken in."""
         from errordb.records.families import families_for
 
-        if self.records is not None:
-            sources = [self.records]
-            families = families_for([self.records])
-            if families is not None and not families.is_relative_to(self.records if self.records.is_dir() else self.records.parent):
-                sources.append(families)
-        else:
-            assert self.db_path is not None
-            sources = [self.db_path, Path(f"{self.db_path}-wal")]
+        if self.records is None:
+            return [self.db_path, Path(f"{self.db_path}-wal"), self.templates]
+        sources = [self.records]
+        families = families_for([self.records])
+        if families is not None and not families.is_relative_to(self.records if self.records.is_dir() else self.records.parent):
+            sources.append(families)
         return [*sources, self.templates]
 
-    def rebuild(self) -> str:
-        """Ingest (from records) and build the site; returns the one-line summary. Raises on failure."""
-        from errordb.publish.site import build_site
+    def refresh(self) -> str:
+        """Ingest the records again (nothing to do for a database); returns a one-line summary."""
         from errordb.store import ingest
 
-        parts = []
-        if self.records is not None:
-            database = self.workdir / "errordb.db"
-            report = ingest([self.records], database, prune=True)
-            parts.append(f"records: {report.summary()}")
-        else:
-            database = self.db_path
-        build = build_site(database, self.site, base_url="/", incremental=True)
-        parts.append(f"site: {build.pages} pages, {build.rendered} rendered, {build.reused} unchanged in {build.seconds:.2f}s")
-        return "; ".join(parts)
+        if self.records is None:
+            return "the database changed"
+        return f"records: {ingest([self.records], self.db_path, prune=True).summary()}"
 
     def close(self) -> None:
-        from errordb.publish.changes import forget
-
-        forget(self.site)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-class PreviewHandler(http.server.SimpleHTTPRequestHandler):
-    """Serves the site folder: no caching, the site's 404 page, quiet unless asked."""
+class PreviewHandler(http.server.BaseHTTPRequestHandler):
+    """Answers GET and HEAD with the site's file at the path: no caching, the site's 404 page."""
 
+    preview: Preview
     verbose = False
 
-    def end_headers(self) -> None:
-        self.send_header("Cache-Control", "no-store")
-        super().end_headers()
+    def do_GET(self) -> None:
+        self._answer(body=True)
 
-    def translate_path(self, path: str) -> str:
-        # A rebuild swaps the site folder with two renames: for an instant it is absent. Wait
-        # that instant out rather than answer 404 (a few milliseconds in practice).
-        for _ in range(100):
-            if os.path.isdir(self.directory):
-                break
-            time.sleep(0.02)
-        return super().translate_path(path)
+    def do_HEAD(self) -> None:
+        self._answer(body=False)
 
-    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        page = Path(self.directory) / "404.html"
-        if code == 404 and self.command == "GET" and page.is_file():
-            body = page.read_bytes()
-            self.send_response(404)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def _answer(self, body: bool) -> None:
+        relative = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path).lstrip("/")
+        if not _plain(relative):
+            self._send(400, b"bad request: not a path of this site\n", "text/plain; charset=utf-8", body)
             return
-        super().send_error(code, message, explain)
+        try:
+            status, (data, media_type) = self._find(relative)
+        except Exception as exc:  # a template typo, a damaged store: one line, and keep serving
+            message = f"errordb serve: cannot make {relative or '/'}: {type(exc).__name__}: {exc}"
+            self.log_error("%s", message)
+            status, data, media_type = 500, (message + "\n").encode("utf-8", "replace"), "text/plain; charset=utf-8"
+        self._send(status, data, media_type, body)
+
+    def _find(self, relative: str) -> tuple[int, tuple[bytes, str]]:
+        from errordb.publish.site import Site
+        from errordb.store import open_connection
+
+        conn = open_connection(self.preview.db_path)
+        try:
+            site = Site(conn, "/", self.preview.templates)
+            found = site.file(relative)
+            if found is not None:
+                return 200, found
+            return 404, site.file("404.html") or (b"not found\n", "text/plain; charset=utf-8")
+        finally:
+            conn.close()
+
+    def _send(self, status: int, data: bytes, media_type: str, body: bool) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", media_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        if body:
+            self.wfile.write(data)
 
     def log_message(self, format: str, *args: Any) -> None:
         if self.verbose:
             super().log_message(format, *args)
+
+
+def _plain(relative: str) -> bool:
+    """A path a site file can have: no empty, dot or dot-dot segment, no NUL or backslash."""
+    parts = relative.split("/")
+    return not any(part in (".", "..") or "\x00" in part or "\\" in part for part in parts) and "" not in parts[:-1]
 
 
 class _Stopped(Exception):
@@ -201,7 +192,7 @@ def serve(
     log: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
 ) -> None:
-    """Build, serve and rebuild until Ctrl-C, SIGTERM or ``stop`` is set; then clean up.
+    """Serve, and take in changes, until Ctrl-C, SIGTERM or ``stop`` is set; then clean up.
 
     ``port=0`` picks a free port; the address is in the first line logged
     (``Serving http://HOST:PORT/ ...``). ``log`` receives each status line (default: stderr).
@@ -215,18 +206,16 @@ def serve(
         previous_handler = signal.signal(signal.SIGTERM, _raise_stopped)
     try:
         preview = Preview(records, db_path)
-        # Listen before building: a busy port fails at once, not after the first build; requests
-        # arriving meanwhile wait in the listen queue.
-        server = _listen(host, port, verbose, preview.site)
-        started = time.perf_counter()
-        log(f"building the site from {preview.records or preview.db_path} ...")
-        summary = preview.rebuild()
-        log(f"{summary} (first build: {time.perf_counter() - started:.2f}s)")
+        server = _listen(host, port, verbose, preview)  # a busy port fails before the first ingest
+        if preview.records is not None:
+            started = time.perf_counter()
+            log(f"ingesting {preview.records} into {preview.db_path} ...")
+            log(f"{preview.refresh()} (first ingest: {time.perf_counter() - started:.2f}s)")
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="errordb-serve", daemon=True)
         thread.start()
         bound_host, bound_port = server.server_address[:2]
         shown_host = f"[{bound_host}]" if ":" in str(bound_host) else bound_host
-        log(f"Serving http://{shown_host}:{bound_port}/ from {preview.site} (Ctrl-C to stop)")
+        log(f"Serving http://{shown_host}:{bound_port}/ from {preview.records or preview.db_path} (Ctrl-C to stop)")
         if host not in ("127.0.0.1", "localhost", "::1"):
             log(f"warning: listening on {host}: other machines can reach this preview")
         _watch(preview, interval, stop, log)
@@ -242,17 +231,17 @@ def serve(
             server.server_close()
         if preview is not None:
             preview.close()
-    log("stopped; temporary site removed")
+    log("stopped; temporary files removed")
 
 
-def _listen(host: str, port: int, verbose: bool, site: Path) -> http.server.ThreadingHTTPServer:
-    """A bound, listening server for ``site`` (IPv4 or IPv6, as ``host`` resolves)."""
+def _listen(host: str, port: int, verbose: bool, preview: Preview) -> http.server.ThreadingHTTPServer:
+    """A bound, listening server for ``preview`` (IPv4 or IPv6, as ``host`` resolves)."""
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
     except socket.gaierror as exc:
         raise ServeError(f"cannot listen on {host}: {exc.strerror}") from None
     server_class = type("PreviewServer", (http.server.ThreadingHTTPServer,), {"address_family": family, "daemon_threads": True})
-    handler = functools.partial(type("Handler", (PreviewHandler,), {"verbose": verbose}), directory=str(site))
+    handler = type("Handler", (PreviewHandler,), {"verbose": verbose, "preview": preview})
     try:
         return server_class((host, port), handler)
     except OSError as exc:
@@ -265,32 +254,23 @@ def _raise_stopped(signum: int, frame: Any) -> None:
 
 
 def _watch(preview: Preview, interval: float, stop: threading.Event, log: Callable[[str], None]) -> None:
-    """Poll the inputs; rebuild after they change and settle. Returns when ``stop`` is set."""
-    seen, cost = _scan(preview)
-    while not stop.wait(max(interval, cost / SCAN_SHARE)):
-        current, cost = _scan(preview)
+    """Poll the inputs; take them in after they change and settle. Returns when ``stop`` is set."""
+    seen = fingerprint(preview.watched)
+    while not stop.wait(interval):
+        current = fingerprint(preview.watched)
         if current == seen:
             continue
         settle_started = time.monotonic()
         while time.monotonic() - settle_started < SETTLE_LIMIT and not stop.wait(SETTLE_SECONDS):
-            again, cost = _scan(preview)
+            again = fingerprint(preview.watched)
             if again == current:
                 break
             current = again
         seen = current
         started = time.perf_counter()
         try:
-            summary = preview.rebuild()
+            summary = preview.refresh()
         except ErrordbError as exc:
-            log(f"errordb: rebuild failed, still serving the previous build: {exc}")
+            log(f"errordb: ingest failed, still serving the records as they were: {exc}")
             continue
-        except Exception as exc:  # a template typo (jinja2), a file vanishing: report, keep serving
-            log(f"errordb: rebuild failed, still serving the previous build: {type(exc).__name__}: {exc}")
-            continue
-        log(f"rebuilt in {time.perf_counter() - started:.2f}s: {summary}")
-
-
-def _scan(preview: Preview) -> tuple[Fingerprint, float]:
-    started = time.perf_counter()
-    found = fingerprint(preview.watched)
-    return found, time.perf_counter() - started
+        log(f"updated in {time.perf_counter() - started:.2f}s: {summary}")
