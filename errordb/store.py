@@ -354,9 +354,11 @@ def ensure_schema(db: sqlite_utils.Database, upgrade: bool = False) -> bool:
         foreign_keys=[("repo", "repos", "id"), ("backgroundTag", "families", "tag")],
     )
     db["records"].create_index(["slug"], unique=True)
-    for column in ("repo", "errorClass", "filePath", "function", "matchKey", "messagePattern", "errorMessage"):
+    for column in ("errorClass", "filePath", "function", "matchKey", "messagePattern", "errorMessage"):
         db["records"].create_index([column])
-    # A family's records in id order, as related errors read them around a record.
+    # A repository's records in the order its listing shows them, a file's records by id (related
+    # errors), and a family's records in id order (related errors read them around a record).
+    db["records"].create_index(["repo", "filePath", "lineNumber", "id"])
     db["records"].create_index(["backgroundTag", "id"])
     for table in CHILD_TABLES:
         db[table].create(

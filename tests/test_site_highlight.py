@@ -32,3 +32,25 @@ def test_shell_and_unknown_languages():
     assert highlight_lines("python -m sglang.launch_server --pp 2", "shell")
     assert [str(x) for x in highlight_lines("a\nb", "cobol")] == ["a", "b"]
     assert highlight_lines("") == []
+
+
+def test_python_lexed_line_by_line_is_coloured_as_pygments_colours_the_whole_window():
+    """Lines are lexed one at a time (and remembered) up to the first that could start a
+    construct spanning lines: over every 37-line window of this project's own source, the
+    colours are those of Pygments lexing the window whole."""
+    from pathlib import Path
+
+    from errordb.publish.highlight import _highlighted, _lexed
+
+    root = Path(__file__).resolve().parents[1]
+    checked = 0
+    for path in sorted([*root.glob("errordb/**/*.py"), *root.glob("tests/*.py"), *root.glob("bench/*.py")]):
+        lines = path.read_text(encoding="utf-8").split("\n")
+        for start in range(0, max(1, len(lines) - 36), 7):
+            window = "\n".join(lines[start : start + 37])
+            whole = _lexed(window, "python")
+            if window.endswith("\n") and len(whole) > 1:
+                whole.pop()  # as a snippet's last newline makes no line of its own
+            assert list(_highlighted(window, "python")) == whole, (path, start)
+            checked += 1
+    assert checked > 1000

@@ -44,9 +44,30 @@ def _css_class(token_type: _TokenType) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _highlighted(source: str, language: str) -> tuple[str, ...]:
-    # Records of one file or one template share snippets (example fixes, validation code):
-    # lexing is the costly part of a page, so each distinct text is lexed once per process.
-    return tuple(_highlight(source, language))
+    # Records of one file or one template share snippets (example fixes, validation code).
+    text = _lexer_input(source)
+    if not text:
+        return ()
+    lines = text.split("\n")
+    if text.endswith("\n") and len(lines) > 1:
+        lines.pop()  # a source ending in "\n" does not have an extra, empty last line
+    if language != "python":
+        return tuple(_lexed("\n".join(lines), language))
+    # Pygments lexes ~40 lines of Python in ~2 ms, most of a page's time; but lines recur (the
+    # windows of one file overlap, code repeats across files), so they are lexed one at a time
+    # and remembered. That gives Pygments' own colours as long as no construct spans lines: from
+    # the first line that could start one (a triple quote, a backslash at the end) on, the rest
+    # of the snippet is lexed as one text. tests/test_site_highlight.py compares the two ways
+    # over windows of real source files. (A window that starts inside a docstring lexes prose
+    # as code either way; there a keyword ending a line can colour the next line's first word.)
+    spanning = next((i for i, line in enumerate(lines) if '"""' in line or "'''" in line or line.endswith("\\")), len(lines))
+    head = [_python_line(line) for line in lines[:spanning]]
+    return tuple(head + (_lexed("\n".join(lines[spanning:]), "python") if spanning < len(lines) else []))
+
+
+@functools.lru_cache(maxsize=65536)
+def _python_line(line: str) -> str:
+    return _lexed(line + "\n", "python")[0]
 
 
 def highlight_lines(source: str, language: str = "python") -> list[Markup]:
@@ -54,17 +75,15 @@ def highlight_lines(source: str, language: str = "python") -> list[Markup]:
     return [Markup(html) for html in _highlighted(source, language)]
 
 
-def _highlight(source: str, language: str) -> list[str]:
-    """The HTML of each line (already escaped: plain strings, as a page has ~40 of them)."""
-    if not source:
-        return []
+def _lexed(text: str, language: str) -> list[str]:
+    """The HTML of each line of ``text`` (already escaped: plain strings, as a page has ~40 of them)."""
     # Tokens become runs of one class; neighbours of one class are merged so pages stay small.
     lines: list[str] = []
     line: list[str] = []  # the current line's finished runs, as HTML
     run_css: str | None = None  # the open run's class (None: the line has no run yet)
     run: list[str] = []  # the open run's text
     lexer = _lexer(language if language in LANGUAGES else "text")
-    for _, token_type, value in lexer.get_tokens_unprocessed(_lexer_input(source)):
+    for _, token_type, value in lexer.get_tokens_unprocessed(text):
         css = _css_class(token_type)
         for index, piece in enumerate(value.split("\n")) if "\n" in value else ((0, value),):
             if index:  # a new line: close the open run and the line
@@ -85,9 +104,6 @@ def _highlight(source: str, language: str) -> list[str]:
     if run_css is not None:
         line.append(_run_html(run_css, "".join(run)))
     lines.append("".join(line))
-    # A source ending in "\n" does not have an extra, empty last line (a run is never empty).
-    if source.endswith("\n") and len(lines) > 1 and not lines[-1]:
-        lines.pop()
     return lines
 
 

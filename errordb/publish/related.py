@@ -4,7 +4,7 @@ Two steps, so the ranking is testable without a database:
 
 1. :func:`candidate_ids` asks a few capped, indexed questions of the store: records raised in
    the same file of the same repository, records with the same message, the same family
-   (``backgroundTag``), a shared tag, or a rare word of the message (full-text search). No
+   (``backgroundTag``), a shared tag, or a rarer word of the message (full-text search). No
    question reads more than a few hundred rows, so a page costs the same at any dataset size.
 2. :func:`score` weighs what a candidate shares with the record; :func:`rank` keeps the best
    :data:`MAX_RELATED` (score, then id, so the order is deterministic), never the record itself,
@@ -28,8 +28,8 @@ from typing import Any
 MAX_RELATED = 5
 #: How many rows each candidate question may return.
 PER_SOURCE = 8
-#: A message word found in more messages than this says little: it is not asked about.
-MOST_WORD_MATCHES = 200
+#: A message word in more records' patterns than this says little: it is not asked about.
+MOST_WORD_MATCHES = 50
 #: The message words asked about, longest first.
 WORDS_ASKED = 3
 
@@ -139,8 +139,8 @@ def candidate_ids(conn: sqlite3.Connection, record: dict[str, Any], tags: list[s
     """
     record_id = record["id"]
     found: dict[str, None] = dict.fromkeys(same_message)
-    same_file = "SELECT id FROM records WHERE filePath = ? AND repo = ? ORDER BY id LIMIT ?"
-    found.update(dict.fromkeys(row[0] for row in conn.execute(same_file, [record["filePath"], record["repo"], PER_SOURCE + 1])))
+    same_file = "SELECT id FROM records WHERE repo = ? AND filePath = ? ORDER BY id LIMIT ?"
+    found.update(dict.fromkeys(row[0] for row in conn.execute(same_file, [record["repo"], record["filePath"], PER_SOURCE + 1])))
     if record.get("backgroundTag"):
         family = "SELECT id FROM records WHERE backgroundTag = ? AND id {} ? ORDER BY id LIMIT ?"
         found.update(dict.fromkeys(_around(conn, family, record["backgroundTag"], record_id)))
@@ -163,21 +163,24 @@ def _around(conn: sqlite3.Connection, sql: str, key: str, record_id: str) -> lis
 
 
 def _similar_wording(conn: sqlite3.Connection, record: dict[str, Any]) -> list[str]:
-    """Records whose message holds one of the message's longest words, where that word is in
-    at most :data:`MOST_WORD_MATCHES` messages (a common word says little, and reading all its
-    rows would cost a page more than everything else). Quoted, so a word is never FTS5 syntax."""
-    words = sorted(message_words(record["errorMessage"]), key=lambda w: (-len(w), w))[:WORDS_ASKED]
+    """Records whose message holds one of the message's rarer words: of the words that at
+    most :data:`MOST_WORD_MATCHES` records' patterns contain (the store's ``terms``; a common
+    word says little, and reading all its rows would cost more than the rest of the page), the
+    :data:`WORDS_ASKED` longest. Quoted, so a word is never FTS5 syntax."""
+    words = sorted(message_words(record["errorMessage"]))
+    if not words:
+        return []
+    marks = ",".join("?" * len(words))
+    rare = conn.execute(f"SELECT term FROM terms WHERE term IN ({marks}) AND df BETWEEN 2 AND ?", [*words, MOST_WORD_MATCHES])
+    asked = sorted((term for (term,) in rare), key=lambda w: (-len(w), w))[:WORDS_ASKED]
     found: set[str] = set()
-    sql = (
-        "SELECT r.id FROM records r WHERE r.rowid IN "
-        "(SELECT rowid FROM records_fts WHERE records_fts MATCH ? LIMIT ?)"
-    )
-    for word in words:
+    sql = "SELECT r.id FROM records r WHERE r.rowid IN (SELECT rowid FROM records_fts WHERE records_fts MATCH ? LIMIT ?)"
+    for word in asked:
         try:
             ids = [row[0] for row in conn.execute(sql, [f'errorMessage : "{word}"', MOST_WORD_MATCHES + 1])]
         except sqlite3.OperationalError:
             return []  # a store without full-text search still gets the other candidates
-        if len(ids) <= MOST_WORD_MATCHES:
+        if len(ids) <= MOST_WORD_MATCHES:  # stemming can make a word match more messages than its count
             found.update(ids)
     ordered = sorted(found)
     after = [i for i in ordered if i > record["id"]][:PER_SOURCE]
