@@ -37,16 +37,15 @@ class ReviewMismatch(ReproError):
     """A record is missing or differs from the version that was reviewed."""
 
 
-def records_root() -> Path:
-    """The bundled records tree, which holds ``repros/``."""
-    from errordb.store import bundled_records_dir
+def repros_dir() -> Path | None:
+    """``records/repros/`` of the bundled records: the reviewed definitions and their
+    transcripts (None in an installation without the bundled records)."""
+    from errordb.store import StoreError, bundled_records_dir
 
-    return bundled_records_dir()
-
-
-def repros_dir() -> Path:
-    """``records/repros/``: the reviewed definitions and their transcripts."""
-    return records_root() / "repros"
+    try:
+        return bundled_records_dir() / "repros"
+    except StoreError:
+        return None
 
 
 def record_digest(record: Mapping[str, Any]) -> str:
@@ -122,17 +121,14 @@ class Reproduction:
 
     def definition_name(self) -> str:
         """Repository-relative path of the definition (stable, for output)."""
-        try:
-            return self.path.relative_to(records_root().parent).as_posix()
-        except ValueError:
-            return self.path.name
+        return f"records/repros/{self.path.name}" if self.path.parent == repros_dir() else self.path.name
 
 
 def load_reproductions(directory: Path | None = None) -> list[Reproduction]:
     """All reviewed reproductions in ``directory`` (default ``records/repros``),
     sorted by id.  Only ``*.toml`` directly in that directory count."""
     directory = repros_dir() if directory is None else Path(directory)
-    if not directory.is_dir():
+    if directory is None or not directory.is_dir():
         return []
     return sorted((_parse_definition(p) for p in sorted(directory.glob("*.toml"))), key=lambda r: r.id)
 
