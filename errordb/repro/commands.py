@@ -53,9 +53,9 @@ def digest_lines(db: Any, keys: Iterable[str]) -> list[str]:
     return lines
 
 
-def write_transcripts(db: Any, directory: Path | None = None) -> list[Path]:
-    """Run every reviewed reproduction on the records of ``db`` and write its transcript
-    (``records/repros/transcripts/<id>.json``, or into ``directory``); returns the paths written.
+def write_transcripts(db: Any) -> list[Path]:
+    """Run every reviewed reproduction on the records of ``db`` and write its transcript,
+    ``records/repros/transcripts/<id>.json``; returns the paths written.
 
     Refuses (:class:`NotAsRecorded`) before writing anything when a reproduction does not behave
     as recorded, so a committed transcript always shows the behaviour as recorded.
@@ -67,7 +67,7 @@ def write_transcripts(db: Any, directory: Path | None = None) -> list[Path]:
                                 f"(`errordb repro --all` shows where)")
     written = []
     for report in reports:
-        path = transcript_path(report.reproduction, directory)
+        path = transcript_path(report.reproduction)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(transcript_text(report), encoding="utf-8")
         written.append(path)

@@ -17,9 +17,9 @@ from errordb.repro.report import TRANSCRIPT_KIND, ReproReport
 _GOOD, _BAD, _DIM, _BOLD = "32", "31", "2", "1"
 
 
-def transcript_path(repro_id: str, directory: Path | None = None) -> Path:
-    """``records/repros/transcripts/<reproduction id>.json`` (or ``<id>.json`` in ``directory``)."""
-    return (repros_dir() / "transcripts" if directory is None else Path(directory)) / f"{repro_id}.json"
+def transcript_path(repro_id: str) -> Path:
+    """``records/repros/transcripts/<reproduction id>.json``."""
+    return repros_dir() / "transcripts" / f"{repro_id}.json"
 
 
 def transcript_text(report: ReproReport) -> str:
