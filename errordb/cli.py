@@ -262,12 +262,18 @@ def schema() -> None:
 
 
 @cli.command()
-@click.argument("key", required=False)
+@click.argument("keys", nargs=-1, metavar="[KEY]...")
 @click.option("--all", "run_all", is_flag=True, help="Run every reviewed reproduction.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--color/--no-color", default=None, help="Force colour on or off.")
+@click.option("--digest", "digest", is_flag=True,
+              help="Print the [reviewed] lines pinning the records KEY... as stored; run nothing.")
+@click.option("--write-transcripts", "write", is_flag=True,
+              help="Run every reviewed reproduction and write records/repros/transcripts/ "
+                   "(nothing is written unless all behave as recorded).")
 @db_option
-def repro(key: str | None, run_all: bool, output_format: str, color: bool | None, db_path: Path | None) -> None:
+def repro(keys: tuple[str, ...], run_all: bool, output_format: str, color: bool | None, digest: bool, write: bool,
+          db_path: Path | None) -> None:  # fmt: skip
     """Run a record's reviewed reproduction and show what the code really does.
 
     KEY is a record id, slug or page URL. Each scenario runs the record's own snippet in a
@@ -277,50 +283,47 @@ def repro(key: str | None, run_all: bool, output_format: str, color: bool | None
     definition can be run: ingesting or rendering a record never executes anything.
     Exit status: 0 when every scenario behaves as recorded, 1 otherwise.
 
+    For reviewers (records/repros/README.md): --digest prints the digests to pin in a
+    definition's [reviewed] table; --write-transcripts regenerates the committed transcripts.
+
     \b
     Examples:
       errordb repro dspark-aux-hidden-capture-requires-pp-1
       errordb repro --all --format json
+      errordb repro --digest b318b4f842689251 ce31b31dd9a787ba
+      errordb repro --write-transcripts
     """
-    from errordb.repro import reproduction as reproductions
-    from errordb.explainer.explanation import explain as explain_source
     from errordb.explainer.render import use_color
-    from errordb.store import find_record_id, get_record, open_connection
+    from errordb.repro import commands
+    from errordb.repro.transcripts import render_text
+    from errordb.store import open_connection
 
-    if bool(key) == run_all:
+    if digest + write + run_all > 1:
+        raise click.UsageError("give one of --all, --digest, --write-transcripts")
+    if write and keys:
+        raise click.UsageError("--write-transcripts writes every transcript: give no KEY")
+    if digest and not keys:
+        raise click.UsageError("--digest needs the records: give KEY...")
+    if not (digest or write) and (bool(keys) == run_all or len(keys) > 1):
         raise click.UsageError("give a record KEY or --all (one of them)")
     db = open_connection(db_path)
-    if run_all:
-        chosen = reproductions.all_reproductions()
-    else:
-        record_id = find_record_id(db, key)
-        if record_id is None:
-            raise ErrordbError(f"{key}: no such record")
-        found = reproductions.reproduction_for(record_id)
-        if found is None:
-            click.echo(f"{record_id} has no reviewed reproduction (see records/repros/README.md)", err=True)
-            sys.exit(1)
-        chosen = [found]
-
-    def identify(traceback_text: str) -> list[str]:
-        return [match.id for match, _ in explain_source(traceback_text, db).matches]
-
-    reports = []
-    for reproduction in chosen:
-        records = {rid: get_record(db, rid) for rid in reproduction.records}
-        missing = sorted(rid for rid, record in records.items() if record is None)
-        if missing:
-            raise ErrordbError(f"reproduction {reproduction.id}: record {missing[0]} is not in the database")
-        try:
-            reports.append(reproductions.run_reproduction(reproduction, records, matcher=identify))
-        except reproductions.ReproError as exc:
-            raise ErrordbError(f"reproduction {reproduction.id}: {exc}") from None
+    try:
+        if digest:
+            click.echo("\n".join(commands.digest_lines(db, keys)))
+            return
+        if write:
+            for path in commands.write_transcripts(db):
+                click.echo(str(path))
+            return
+        reports = commands.run_reproductions(db, None if run_all else keys[0])
+    finally:
+        db.close()
     if output_format == "json":
         documents = [r.to_dict() for r in reports]
         click.echo(json.dumps(documents if run_all else documents[0], indent=2, ensure_ascii=False))
     else:
         on = use_color(sys.stdout, color)
-        click.echo("\n\n".join(reproductions.render_text(r, color=on) for r in reports), color=on)
+        click.echo("\n\n".join(render_text(r, color=on) for r in reports), color=on)
     sys.exit(0 if all(r.ok for r in reports) else 1)
 
 

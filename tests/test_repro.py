@@ -1,5 +1,4 @@
-"""Tests of the reference reproductions (errordb/repro.py, errordb/repro/child.py,
-records/repros/).
+"""Tests of the reference reproductions (errordb/repro/, records/repros/).
 
 The real DSPARK reproduction runs once per session (two child processes,
 ~0.3 s); the sandbox behaviour (hang, crash, isolation) is shown on small
@@ -18,9 +17,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import ALL_IDS, envelope
 from hypothesis import given, settings, strategies as st
 
-from errordb.repro import reproduction as R
+from errordb import repro as R
+from errordb.records.snippet import snippet_language, split_example_fix
 
 REPO = Path(__file__).resolve().parent.parent
 KIMI_VALUE = "b318b4f842689251"
@@ -32,7 +33,7 @@ PP_MESSAGE = "NotImplementedError: DSPARK aux hidden capture requires PP=1."
 
 @pytest.fixture(scope="session")
 def records():
-    return R.load_records(REPO / "records")
+    return {record_id: envelope(record_id)["record"] for record_id in ALL_IDS}
 
 
 @pytest.fixture(scope="session")
@@ -171,7 +172,7 @@ def test_example_fix_calls_are_run_verbatim(report, records):
     assert by_key[("example-fix", "bailing_moe_v3")].code == \
         "model.set_dspark_layers_to_capture(layer_ids=[5, 11, 17, 23])"
     for record_id, subject in ((KIMI_VALUE, "kimi_k3"), (BAILING, "bailing_moe_v3")):
-        fix = R.split_example_fix(records[record_id]["exampleFix"])
+        fix = split_example_fix(records[record_id]["exampleFix"])
         assert by_key[("none-pp1-last", subject)].code == fix["before"]
         assert by_key[("example-fix", subject)].code == fix["after"]
 
@@ -214,7 +215,7 @@ def test_snippet_checks(report):
 def test_committed_transcript_is_current(report, records):
     path = R.transcript_path("dspark_capture_guard")
     assert path.read_text(encoding="utf-8") == R.transcript_text(report), \
-        "stale transcript: run `python -m errordb.repro.reproduction write-transcripts`"
+        "stale transcript: run `errordb repro --write-transcripts`"
     for record_id in (KIMI_VALUE, KIMI_PP, BAILING):
         transcript = R.load_transcript(record_id)
         assert transcript is not None and transcript["reproduction"] == "dspark_capture_guard"
@@ -339,20 +340,20 @@ def test_extraction_decorators_nesting_and_padding():
     (None, "empty"),
 ])
 def test_snippet_language(text, language):
-    assert R.snippet_language(text) == language
+    assert snippet_language(text) == language
 
 
 def test_split_example_fix():
-    assert R.split_example_fix("# before\nf(None)\n\n# After:\nf([1])\n") == {"before": "f(None)", "after": "f([1])"}
-    assert R.split_example_fix("f([1])") == {"": "f([1])"}
-    assert R.split_example_fix(None) == {}
+    assert split_example_fix("# before\nf(None)\n\n# After:\nf([1])\n") == {"before": "f(None)", "after": "f([1])"}
+    assert split_example_fix("f([1])") == {"": "f([1])"}
+    assert split_example_fix(None) == {}
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.text(max_size=300))
 def test_static_analysis_never_fails_on_junk(text):
-    assert R.snippet_language(text) in {"python", "shell", "empty", "invalid"}
-    R.split_example_fix(text)
+    assert snippet_language(text) in {"python", "shell", "empty", "invalid"}
+    split_example_fix(text)
     try:
         R.extract_enclosing_function(text, 1, 1)
     except R.ExtractionError:
@@ -364,9 +365,11 @@ def test_static_analysis_never_fails_on_junk(text):
 # ---------------------------------------------------------------------------
 
 
-def test_parent_module_never_executes_code():
+@pytest.mark.parametrize("module", sorted(p.name for p in (REPO / "errordb" / "repro").glob("*.py")
+                                           if p.name != "child.py"))
+def test_parent_modules_never_execute_code(module):
     """exec/eval/compile of snippet text happen only in the child script."""
-    tree = ast.parse((REPO / "errordb" / "repro" / "reproduction.py").read_text(encoding="utf-8"))
+    tree = ast.parse((REPO / "errordb" / "repro" / module).read_text(encoding="utf-8"))
     forbidden = {"exec", "eval", "compile", "__import__", "execfile"}
     called = {node.func.id for node in ast.walk(tree)
               if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
@@ -400,21 +403,16 @@ def test_ingested_record_without_reviewed_reproduction_is_never_executed(tmp_pat
               "sourceCodeEnd": 6, "lineNumber": 5, "errorClass": "ValueError",
               "messagePattern": "DSPARK", "exampleFix": "# before\nmodel.set_dspark_layers_to_capture(None)",
               "validationCode": f"open({str(marker)!r}, 'w')", "typeGuard": None}
-    root = tmp_path / "records"
-    (root / "evil" / "evil").mkdir(parents=True)
-    (root / "evil" / "evil" / "0123456789abcdef.json").write_text(json.dumps({"record": record}))
     _no_processes(monkeypatch)
 
-    records = R.load_records(root)
-    assert list(records) == ["0123456789abcdef"]
-    assert R.reproduction_for("0123456789abcdef", records) is None
-    assert R.reproduction_for("evil", records) is None
+    assert R.reproduction_for("0123456789abcdef") is None
+    assert R.reproduction_for("evil") is None
     assert R.load_transcript("0123456789abcdef") is None
     # Everything the renderers and ingest may call on a record is static.
     R.extract_enclosing_function(record["sourceCode"], 1, 5).padded_source()
-    for part in R.split_example_fix(record["exampleFix"]).values():
-        R.snippet_language(part)
-    R.snippet_language(record["validationCode"])
+    for part in split_example_fix(record["exampleFix"]).values():
+        snippet_language(part)
+    snippet_language(record["validationCode"])
     R.record_digest(record)
     assert not marker.exists()
 

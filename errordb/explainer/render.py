@@ -204,7 +204,7 @@ def reproduction_text(record_id: str) -> str | None:
 
     Reads the transcript file only: nothing runs (``errordb repro`` runs it).
     """
-    from errordb.repro import reproduction as repro
+    from errordb import repro
 
     transcript = repro.load_transcript(record_id)
     if transcript is None:

@@ -18,7 +18,7 @@ from typing import Any
 @functools.cache
 def _covered() -> dict[str, str]:
     """Record id -> reproduction id, for every reviewed definition (parsed once per process)."""
-    from errordb.repro import reproduction as repro
+    from errordb import repro
 
     covered: dict[str, str] = {}
     for definition in repro.load_reproductions():
@@ -29,7 +29,7 @@ def _covered() -> dict[str, str]:
 
 @functools.cache
 def _transcript(record_id: str) -> dict[str, Any] | None:
-    from errordb.repro import reproduction as repro
+    from errordb import repro
 
     return repro.load_transcript(record_id)
 
@@ -45,7 +45,7 @@ def reproduction_view(record: dict[str, Any]) -> dict[str, Any] | None:
     transcript = _transcript(record["id"])
     if transcript is None:
         return None
-    from errordb.repro import reproduction as repro
+    from errordb import repro
 
     view: dict[str, Any] = {
         "id": transcript.get("reproduction", ""),

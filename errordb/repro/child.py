@@ -1,6 +1,6 @@
-"""The process that actually executes record snippets for ``errordb.repro.reproduction``.
+"""The process that actually executes record snippets for :mod:`errordb.repro`.
 
-Run ONLY by :mod:`errordb.repro.reproduction`, as ``python -I -S -B <path to this file>``:
+Run ONLY by :mod:`errordb.repro.sandbox`, as ``python -I -S -B <path to this file>``:
 
 * ``-I`` (isolated mode) ignores ``PYTHON*`` environment variables and the user
   site directory and, since Python 3.11, does not put this file's directory on
@@ -15,10 +15,11 @@ Run ONLY by :mod:`errordb.repro.reproduction`, as ``python -I -S -B <path to thi
 
 Protocol
 --------
-stdin: one JSON object (the *job*, built by ``errordb.repro.reproduction._subject_job``)::
+stdin: one JSON object (the *job*, built by ``errordb.repro.run._subject_job``; the sandbox
+adds ``limits``)::
 
     {"protocol": 1,
-     "limits": {"cpu_seconds": 11},
+     "limits": {"cpu_seconds": 11, "address_space_bytes": 2147483648},
      "guards": {RECORD_ID: {"filename", "source", "function", "first_line",
                             "prelude"}},
      "stand_in_modules": {"pkg.mod": {"attr": "pp_group" | "model" | "config"}},
