@@ -201,7 +201,7 @@ def main() -> None:
             if old:
                 t_old, found_old = best_time(lambda: parse_with(old, path), args.repeats)
                 same = "" if found_old == found else f" (found {found_old:,}!)"
-                row += f" {rate(lines, size, t_old)}{same} | {t_old / t_new:.1f}× |"
+                row += f" {rate(lines, size, t_old)}{same} | {t_old / t_new:.2f}× |"
             print(row, flush=True)
 
         print("\nScaling (noise corpus, this parser): time per MB should stay flat\n")
