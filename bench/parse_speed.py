@@ -3,6 +3,7 @@
     python bench/parse_speed.py                      # 10 MB corpora
     python bench/parse_speed.py --mb 50 --repeats 1
     git show da7c771:errordb/parse.py > /tmp/parse_old.py   # the parser before the fast path
+    git show 178cd69:errordb/explainer/parse.py > /tmp/parse_old.py   # ... or before it became a package
     python bench/parse_speed.py --compare /tmp/parse_old.py   # adds the old parser's figures
 
 Two deterministic corpora are written to a temporary folder:
@@ -182,7 +183,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mb", type=float, default=10.0, help="size of each corpus in MB (default 10)")
     ap.add_argument("--repeats", type=int, default=3, help="runs per measurement; the best is kept (default 3)")
-    ap.add_argument("--compare", type=Path, help="another parse.py (the committed one, say) to measure beside it")
+    ap.add_argument("--compare", type=Path, help="a parser in one file (an older parse.py) to measure beside it")
     args = ap.parse_args()
     old = load_module(args.compare) if args.compare else None
 
@@ -201,7 +202,7 @@ def main() -> None:
             if old:
                 t_old, found_old = best_time(lambda: parse_with(old, path), args.repeats)
                 same = "" if found_old == found else f" (found {found_old:,}!)"
-                row += f" {rate(lines, size, t_old)}{same} | {t_old / t_new:.1f}× |"
+                row += f" {rate(lines, size, t_old)}{same} | {t_old / t_new:.2f}× |"
             print(row, flush=True)
 
         print("\nScaling (noise corpus, this parser): time per MB should stay flat\n")

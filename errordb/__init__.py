@@ -1,7 +1,7 @@
 """errordb: identify Python errors from tracebacks and logs, explain them, show how to fix them.
 
 The library is usable without the CLI: :func:`errordb.store.ingest`, :func:`errordb.records.check.check`,
-and (from :mod:`errordb.explainer.explanation`) ``errordb.explain`` and ``errordb.install``. Heavy modules are
+and (from :mod:`errordb.explainer.explanation` and :mod:`errordb.excepthook`) ``errordb.explain`` and ``errordb.install``. Heavy modules are
 imported lazily so that ``import errordb`` stays cheap.
 """
 
@@ -17,5 +17,6 @@ def __getattr__(name: str):
     if name in ("explain", "install"):
         import importlib
 
-        return getattr(importlib.import_module("errordb.explainer.explanation"), name)
+        module = "errordb.explainer.explanation" if name == "explain" else "errordb.excepthook"
+        return getattr(importlib.import_module(module), name)
     raise AttributeError(f"module 'errordb' has no attribute {name!r}")

@@ -95,12 +95,14 @@ def show(db: Any, key: str, output_format: str = "text", *, color: bool = False,
     """One record, rendered as explain renders its best match.
 
     ``text``: the terminal block of :func:`errordb.explainer.render.render_record`, with the committed
-    reproduction when there is one. ``markdown``: :func:`errordb.explainer.render.render_record_markdown`.
+    reproduction when there is one (:func:`errordb.repro.reproduction_text`).
+    ``markdown``: :func:`errordb.explainer.render.render_record_markdown`.
     ``json``: the record file's own bytes, i.e. the envelope's canonical JSON (compact, fields
     in schema order), so ``show --format json`` output is byte-identical to the file in
     ``records/``, newline aside.
     """
     from errordb.explainer import render
+    from errordb.repro import reproduction_text
     from errordb.store import get_envelope, get_record
 
     record_id = resolve(db, key)
@@ -113,7 +115,7 @@ def show(db: Any, key: str, output_format: str = "text", *, color: bool = False,
         return render.render_record_markdown(record)
     if output_format != "text":
         raise ValueError(f"unknown format {output_format!r}")
-    return render.render_record(record, color=color, width=width, transcript=render.reproduction_text(record_id))
+    return render.render_record(record, color=color, width=width, transcript=reproduction_text(record_id))
 
 
 # search ----------------------------------------------------------------------------------------

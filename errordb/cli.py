@@ -156,12 +156,13 @@ def explain(text: str | None, log_file: Path | None, output_format: str, color: 
     elif output_format == "markdown":
         from errordb.explainer.render import render_markdown
 
-        click.echo(render_markdown(result, db), nl=False)
+        click.echo(render_markdown(result), nl=False)
     else:
         from errordb.explainer.render import render_terminal, use_color
+        from errordb.repro import best_reproductions
 
         on = use_color(sys.stdout, color)
-        click.echo(render_terminal(result, db, color=on), color=on)
+        click.echo(render_terminal(result, reproductions=best_reproductions(result), color=on), color=on)
     sys.exit(result.exit_code)
 
 

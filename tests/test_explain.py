@@ -191,6 +191,22 @@ def test_python_api_explains_text_and_exception_objects():
     assert from_object.matches[0][0].id == KIMI_PP_ERROR
 
 
+def test_the_explanation_carries_what_the_renderers_show():
+    """explain reads the best matches' records from the store; rendering reads nothing (the store
+    may be closed by then), and a reproduction's text is handed to it by its caller."""
+    from errordb.explainer.render import render_markdown, render_terminal
+    from errordb.store import open_connection
+
+    conn = open_connection(None)
+    result = errordb.explain((DATA / "kimi_k3_layer_ids.log").read_text(), conn)
+    conn.close()
+    assert set(result.records) == {KIMI_VALUE_ERROR}
+    text = render_terminal(result, reproductions={KIMI_VALUE_ERROR: "the reproduction"})
+    assert "What it means" in text and "Reproduction\n  the reproduction" in text
+    assert "Reproduction" not in render_terminal(result)
+    assert "`python/sglang/srt/models/kimi_k3.py:2892`" in render_markdown(result)
+
+
 def test_install_prints_the_explanation_after_the_traceback(tmp_path):
     program = textwrap.dedent(
         f"""

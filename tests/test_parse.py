@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from errordb.explainer import parse
+from errordb.explainer.parse import chain, driver
 from errordb.explainer.parse import Frame, ParsedException, iter_exceptions, parse_text
 
 REF = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "cpython-tracebacks"
@@ -25,7 +26,7 @@ ANY = object()  # "do not check this field"
 @pytest.fixture(autouse=True)
 def _strict_parser(monkeypatch):
     """Let internal errors surface: the production safety net would hide parser bugs."""
-    monkeypatch.setattr(parse, "_RAISE_INTERNAL_ERRORS", True)
+    monkeypatch.setattr(driver, "_RAISE_INTERNAL_ERRORS", True)
 
 
 # ------------------------------------------------------------------------------------------
@@ -97,8 +98,8 @@ def check_invariants(excs, text: str) -> None:
 
 def assert_nothing_left_open(text: str) -> None:
     """Every exception the parser started was reported or dropped, none lost half-read."""
-    parser = parse._Parser()
-    for line in parse._split_text(text):
+    parser = driver._Parser()
+    for line in driver._split_text(text):
         parser.feed(line)
     parser.finish()
     assert not parser.sink._alive, text[:200]
@@ -1551,9 +1552,9 @@ def test_adversarial_lines_are_linear(line):
 
 def test_internal_errors_are_contained(monkeypatch):
     """In production a bug on one line must not escape: the parser resets and continues."""
-    monkeypatch.setattr(parse, "_RAISE_INTERNAL_ERRORS", False)
+    monkeypatch.setattr(driver, "_RAISE_INTERNAL_ERRORS", False)
     calls = {"n": 0}
-    real = parse._ChainParser._on_frames
+    real = chain.ChainParser._on_frames
 
     def flaky(self, t, no, hp):
         calls["n"] += 1
@@ -1561,7 +1562,7 @@ def test_internal_errors_are_contained(monkeypatch):
             raise RuntimeError("simulated bug")
         return real(self, t, no, hp)
 
-    monkeypatch.setitem(parse._HANDLERS, parse._FRAMES, flaky)
+    monkeypatch.setitem(chain.HANDLERS, chain.FRAMES, flaky)
     excs = parse_text(PLAIN_312 + "\n" + SGLANG_TB)
     assert excs[-1].exc_type == "ValueError"  # what follows the bad line is still found
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -66,6 +65,8 @@ class Explanation:
     similar: list[dict[str, Any]] = field(default_factory=list)
     #: Exceptions found after the first :data:`MAX_FINDINGS`: counted, not matched or shown.
     omitted: int = 0
+    #: The stored record of every best match (:attr:`Finding.best`), by id: what the renderers show in full.
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def matches(self) -> list[tuple[Match, Finding]]:
@@ -87,57 +88,13 @@ class Explanation:
         """The ``--format json`` document (shape: :mod:`errordb.explainer.result`, version 1)."""
         from errordb import __version__
 
-        def evidence(match: Match) -> list[dict[str, Any]]:
-            return [{"kind": e.kind, "points": e.points, "detail": e.detail} for e in match.evidence]
-
-        exceptions = []
-        for finding in self.findings:
-            exc = finding.exception
-            exceptions.append(
-                {
-                    "index": finding.index,
-                    "type": exc.exc_type,
-                    "message": exc.message,
-                    "notes": list(exc.notes),
-                    "role": exc.role,
-                    "rootCause": finding.root_cause,
-                    "groupPath": list(exc.group_path),
-                    "ranks": list(exc.ranks),
-                    "line": exc.line_no,
-                    "frames": [{"file": f.file, "line": f.line, "function": f.function} for f in exc.frames],
-                    "matches": [
-                        {"id": m.id, "slug": m.record["slug"], "score": m.score, "evidence": evidence(m)}
-                        for m in finding.matches
-                    ],
-                    "tellApart": finding.tell_apart,
-                }
-            )
-        matches = []
-        for match, finding in self.matches:
-            record = match.record
-            matches.append(
-                {
-                    "id": match.id,
-                    "slug": record["slug"],
-                    "score": match.score,
-                    "evidence": evidence(match),
-                    "repo": record["repo"],
-                    "errorClass": record["errorClass"],
-                    "errorMessage": record["errorMessage"],
-                    "filePath": record["filePath"],
-                    "lineNumber": record["lineNumber"],
-                    "function": record["function"],
-                    "exception": finding.index,
-                    "tie": len(finding.best) > 1 and match in finding.best,
-                }
-            )
         document = {
             "format": FORMAT_NAME,
             "version": FORMAT_VERSION,
             "errordbVersion": __version__,
             "datasetVersion": self.dataset_version,
-            "exceptions": exceptions,
-            "matches": matches,
+            "exceptions": [_exception_dict(finding) for finding in self.findings],
+            "matches": [_match_dict(match, finding) for match, finding in self.matches],
             "similar": self.similar,
         }
         # Only when something was left out: a complete document stays valid against the
@@ -145,6 +102,51 @@ class Explanation:
         if self.omitted:
             document["omittedExceptions"] = self.omitted
         return document
+
+
+def _evidence(match: Match) -> list[dict[str, Any]]:
+    return [{"kind": e.kind, "points": e.points, "detail": e.detail} for e in match.evidence]
+
+
+def _exception_dict(finding: Finding) -> dict[str, Any]:
+    """One entry of the JSON document's ``exceptions``."""
+    exc = finding.exception
+    return {
+        "index": finding.index,
+        "type": exc.exc_type,
+        "message": exc.message,
+        "notes": list(exc.notes),
+        "role": exc.role,
+        "rootCause": finding.root_cause,
+        "groupPath": list(exc.group_path),
+        "ranks": list(exc.ranks),
+        "line": exc.line_no,
+        "frames": [{"file": f.file, "line": f.line, "function": f.function} for f in exc.frames],
+        "matches": [
+            {"id": m.id, "slug": m.record["slug"], "score": m.score, "evidence": _evidence(m)}
+            for m in finding.matches
+        ],
+        "tellApart": finding.tell_apart,
+    }
+
+
+def _match_dict(match: Match, finding: Finding) -> dict[str, Any]:
+    """One entry of the JSON document's ``matches``: a record, for the exception it matches best."""
+    record = match.record
+    return {
+        "id": match.id,
+        "slug": record["slug"],
+        "score": match.score,
+        "evidence": _evidence(match),
+        "repo": record["repo"],
+        "errorClass": record["errorClass"],
+        "errorMessage": record["errorMessage"],
+        "filePath": record["filePath"],
+        "lineNumber": record["lineNumber"],
+        "function": record["function"],
+        "exception": finding.index,
+        "tie": len(finding.best) > 1 and match in finding.best,
+    }
 
 
 def _is_root_cause(exc: Any, following: Any) -> bool:
@@ -177,10 +179,24 @@ def explain_exceptions(exceptions: Iterable[Any], db: Any, limit: int | None = N
     for index, exc in enumerate(kept):
         after = kept[index + 1] if index + 1 < len(kept) else following
         findings.append(Finding(index, exc, matcher.match(exc.exc_type, exc.message, exc.frames), _is_root_cause(exc, after)))
-    explanation = Explanation(findings, meta(db).get("datasetVersion"), omitted=omitted)
+    explanation = Explanation(findings, meta(db).get("datasetVersion"), omitted=omitted, records=_best_records(db, findings))
     if kept and not any(f.matches for f in findings):
         explanation.similar = similar_records(db, " ".join(exc.message for exc in kept))
     return explanation
+
+
+def _best_records(db: Any, findings: list[Finding]) -> dict[str, dict[str, Any]]:
+    """The stored record of each best match, read once each."""
+    from errordb.store import get_record
+
+    records: dict[str, dict[str, Any]] = {}
+    for finding in findings:
+        for match in finding.best:
+            if match.id not in records:
+                record = get_record(db, match.id)
+                if record is not None:
+                    records[match.id] = record
+    return records
 
 
 def explain(source: str | BaseException | Iterable[str], db: Any = None) -> Explanation:
@@ -228,24 +244,6 @@ def similar_records(db: Any, text: str, limit: int = SIMILAR_LIMIT) -> list[dict
     )
     rows = db.execute(sql, [query, limit]).fetchall()
     return [{"id": r[0], "slug": r[1], "errorMessage": r[2]} for r in rows]
-
-
-def install(db: Any = None, stream: Any = None) -> None:
-    """Make uncaught exceptions print errordb's explanation after the normal traceback."""
-    previous = sys.excepthook
-
-    def hook(kind, value, tb):
-        previous(kind, value, tb)
-        try:
-            from errordb.explainer.render import render_terminal
-
-            result = explain(value, db)
-            out = stream or sys.stderr
-            out.write(render_terminal(result, db=_as_db(db), color=out.isatty()) + "\n")
-        except Exception as exc:  # the user's own error matters more than ours
-            (stream or sys.stderr).write(f"errordb: could not explain this error ({exc})\n")
-
-    sys.excepthook = hook
 
 
 def _as_db(db: Any) -> Any:

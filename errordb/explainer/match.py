@@ -8,7 +8,6 @@ is then verified with its real pattern, in RE2.
 
 from __future__ import annotations
 
-import math
 import re
 import sqlite3
 from dataclasses import dataclass, field
@@ -176,14 +175,3 @@ class Matcher:
             if scored:
                 matches.append(scored)
         return rank(matches)
-
-
-def full_match_confidence(matches: list[Match]) -> list[list[Match]]:
-    """Matches grouped into tiers of equal score (the first tier is the answer)."""
-    tiers: list[list[Match]] = []
-    for match in matches:
-        if tiers and math.isclose(tiers[-1][0].score, match.score):
-            tiers[-1].append(match)
-        else:
-            tiers.append([match])
-    return tiers

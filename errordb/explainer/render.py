@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import textwrap
+from collections.abc import Mapping
 from typing import Any
 
 from errordb.records.snippet import snippet_lines
@@ -136,7 +137,8 @@ def record_sections(record: dict[str, Any], style: Style, width: int, transcript
 def render_record(record: dict[str, Any], color: bool = False, width: int | None = None, transcript: str | None = None) -> str:
     """One record in full for the terminal: explain's block for its best match, and ``errordb show``.
 
-    ``transcript`` is the committed reproduction (:func:`reproduction_text`), shown when given.
+    ``transcript`` is the committed reproduction
+    (:func:`errordb.repro.reproduction_text`), shown when given.
     """
     return "\n\n".join(record_sections(record, Style(color), width or terminal_width(), transcript))
 
@@ -145,10 +147,15 @@ def _evidence_line(match: Any) -> str:
     return ", ".join(f"{e.detail} ({e.points:+g})" for e in match.evidence)
 
 
-def render_terminal(explanation: Any, db: Any, color: bool = False, width: int | None = None) -> str:
-    """The explanation as text for a terminal: each finding, its best record in full, the rest listed."""
-    from errordb.store import get_record
+def render_terminal(
+    explanation: Any, *, reproductions: Mapping[str, str] | None = None, color: bool = False, width: int | None = None
+) -> str:
+    """The explanation as text for a terminal: each finding, its best record in full, the rest listed.
 
+    ``reproductions`` maps record ids to their reproduction's text
+    (:func:`errordb.repro.best_reproductions`), shown under those records.
+    """
+    reproductions = reproductions or {}
     style = Style(color)
     width = width or terminal_width()
     if not explanation.findings:
@@ -178,10 +185,10 @@ def render_terminal(explanation: Any, db: Any, color: bool = False, width: int |
             if match.id in shown:
                 continue
             shown.add(match.id)
-            record = get_record(db, match.id)
+            record = explanation.records.get(match.id)
             if record is None:
                 continue
-            blocks.append(render_record(record, color, width, reproduction_text(match.id)))
+            blocks.append(render_record(record, color, width, reproductions.get(match.id)))
     if explanation.omitted:
         blocks.append(style.yellow(omitted_note(explanation)))
     if explanation.similar:
@@ -197,27 +204,6 @@ def omitted_note(explanation: Any) -> str:
         f"… and {count:,} more exception{'s' if count != 1 else ''} not shown: explain reports the first "
         f"{len(explanation.findings):,} exceptions of an input (explain a part of the log to see the others)."
     )
-
-
-def reproduction_text(record_id: str) -> str | None:
-    """The committed reproduction of a record as a side-by-side table, when one exists.
-
-    Reads the transcript file only: nothing runs (``errordb repro`` runs it).
-    """
-    from errordb import repro
-
-    transcript = repro.load_transcript(record_id)
-    if transcript is None:
-        return None
-    rows = repro.side_by_side(transcript)
-    header, body = rows[0], rows[1:]
-    lines = [f"{transcript.get('title', '')}".strip(), ""]
-    for row in body:
-        lines.append(f"- {row[0]}")
-        lines.extend(f"    {name}: {cell}" for name, cell in zip(header[1:], row[1:]))
-    lines.append("")
-    lines.append(f"Run it: errordb repro {record_id}")
-    return "\n".join(lines)
 
 
 def md_escape(text: str) -> str:
@@ -238,10 +224,8 @@ def md_code_block(text: str, lang: str = "") -> str:
     return f"{fence}{lang}\n{body}\n{fence}"
 
 
-def render_markdown(explanation: Any, db: Any) -> str:
+def render_markdown(explanation: Any) -> str:
     """The explanation as Markdown, for pasting into a GitHub issue."""
-    from errordb.store import get_record
-
     if not explanation.findings:
         return "_errordb: no exception found in the input._"
     out = []
@@ -254,7 +238,9 @@ def render_markdown(explanation: Any, db: Any) -> str:
         if finding.tell_apart:
             out.append(f"> {md_escape(finding.tell_apart)}")
         for match in finding.best:
-            out.extend(record_markdown_sections(get_record(db, match.id), match))
+            record = explanation.records.get(match.id)
+            if record is not None:
+                out.extend(record_markdown_sections(record, match))
     if explanation.omitted:
         out.append(f"_{omitted_note(explanation)}_")
     if explanation.similar:

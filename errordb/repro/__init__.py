@@ -19,8 +19,9 @@ Modules, in the order a run goes through them: ``definitions`` (the reviewed fil
 ``extract`` (the function to run), ``run`` (jobs for the child, the report), ``sandbox`` (the
 child process), ``child`` (the script that executes), ``report`` (judging outcomes),
 ``transcripts`` (the committed files and their views).  ``commands`` is what ``errordb repro``
-calls: it joins reproductions with the store and the matcher (:mod:`errordb.explainer`), so it
-sits above both and this package does not import it (the explainer renders transcripts).
+calls: it joins reproductions with the store and the matcher (:mod:`errordb.explainer`).
+Imports point from here down to the explainer, never back: ``errordb explain`` gets a record's
+reproduction text from :func:`reproduction_text` and hands it to the renderer.
 """
 
 from errordb.repro.definitions import (
@@ -31,12 +32,13 @@ from errordb.repro.extract import ExtractedFunction, ExtractionError, extract_en
 from errordb.repro.report import Matcher, ReproReport
 from errordb.repro.run import run_reproduction, traceback_path
 from errordb.repro.transcripts import (
-    load_transcript, render_text, side_by_side, transcript_is_current, transcript_path, transcript_text,
+    best_reproductions, load_transcript, render_text, reproduction_text, side_by_side, transcript_is_current,
+    transcript_path, transcript_text,
 )
 
 __all__ = [
-    "DIGEST_FIELDS", "DefinitionError", "ExtractedFunction", "ExtractionError", "Matcher", "ReproError",
+    "DIGEST_FIELDS", "DefinitionError", "best_reproductions", "ExtractedFunction", "ExtractionError", "Matcher", "ReproError",
     "ReproReport", "Reproduction", "ReviewMismatch", "extract_enclosing_function", "load_reproductions",
-    "load_transcript", "record_digest", "render_text", "reproduction_for", "run_reproduction", "side_by_side",
+    "load_transcript", "record_digest", "render_text", "reproduction_for", "reproduction_text", "run_reproduction", "side_by_side",
     "traceback_path", "transcript_is_current", "transcript_path", "transcript_text",
 ]

@@ -7,6 +7,7 @@ Everything here works on a live report or on a transcript dict, and never execut
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 import textwrap
 from pathlib import Path
 from typing import Any, Mapping
@@ -186,3 +187,26 @@ def _disagreement_lines(data: Mapping[str, Any], paint) -> list[str]:
                        f"{d['record']} {d['field']} says {d['advice']}, the guard does {d['guard']}"
                        + (f" -- {d['note']}" if d["note"] else ""))
     return out
+
+
+def reproduction_text(record_id: str) -> str | None:
+    """The committed reproduction of a record as a side-by-side list, for ``errordb explain``
+    and ``errordb show``; None when there is none. Reads the transcript file; runs nothing."""
+    transcript = load_transcript(record_id)
+    if transcript is None:
+        return None
+    header, *body = side_by_side(transcript)
+    lines = [f"{transcript.get('title', '')}".strip(), ""]
+    for row in body:
+        lines.append(f"- {row[0]}")
+        lines.extend(f"    {name}: {cell}" for name, cell in zip(header[1:], row[1:]))
+    lines.append("")
+    lines.append(f"Run it: errordb repro {record_id}")
+    return "\n".join(lines)
+
+
+def best_reproductions(explanation: Any) -> dict[str, str]:
+    """The reproduction text of each record an explanation shows in full (its best matches)."""
+    ids: Iterable[str] = dict.fromkeys(match.id for finding in explanation.findings for match in finding.best)
+    texts = {record_id: reproduction_text(record_id) for record_id in ids}
+    return {record_id: text for record_id, text in texts.items() if text is not None}

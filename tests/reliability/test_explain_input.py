@@ -26,6 +26,7 @@ from reliability_support import INVISIBLE, TROJAN_LINE, invisible_in, run_cli
 
 import errordb
 from errordb.explainer import parse
+from errordb.explainer.parse import driver
 from errordb import text as safe_text
 from errordb.cli import _read_lines
 from errordb.explainer.result import ExplainOut
@@ -164,8 +165,8 @@ def test_the_work_grows_linearly_with_the_log(tmp_path, db, figures, monkeypatch
     apart); the fast path looks at each character at most twice (once in a block, once alone),
     the same share at both sizes. Before the fast path every line went to the full parser."""
     counts = {"fed": 0, "fed_chars": 0, "tested_chars": 0}
-    real_feed = parse._Parser.feed
-    real_all_noise = getattr(parse, "_all_noise", None)
+    real_feed = driver._Parser.feed
+    real_all_noise = getattr(driver, "all_noise", None)
 
     def counting_feed(self, raw):
         counts["fed"] += 1
@@ -176,9 +177,9 @@ def test_the_work_grows_linearly_with_the_log(tmp_path, db, figures, monkeypatch
         counts["tested_chars"] += sum(map(len, lines))
         return real_all_noise(lines, text)
 
-    monkeypatch.setattr(parse._Parser, "feed", counting_feed)
+    monkeypatch.setattr(driver._Parser, "feed", counting_feed)
     if real_all_noise is not None:
-        monkeypatch.setattr(parse, "_all_noise", counting_all_noise)
+        monkeypatch.setattr(driver, "all_noise", counting_all_noise)
     seen = {}
     for megabytes in (10, 20):
         log = write_log(tmp_path / f"{megabytes}.log", megabytes)
@@ -594,9 +595,9 @@ def test_the_fast_path_changes_no_result(lines, ending, chunk, figures):
     raw = [line + ending for line in lines]
     text = "".join(raw)
     chunks = [text[i : i + chunk] for i in range(0, len(text), chunk)] if ending else raw
-    with mock.patch.object(parse, "_RAISE_INTERNAL_ERRORS", True):
+    with mock.patch.object(driver, "_RAISE_INTERNAL_ERRORS", True):
         fast = _summary(parse.iter_exceptions(chunks))
-        with mock.patch.object(parse, "_all_noise", lambda lines, text=None: False):
+        with mock.patch.object(driver, "all_noise", lambda lines, text=None: False):
             full = _summary(parse.iter_exceptions(chunks))
     assert fast == full
     _FAST_PATH_RUNS["examples"] += 1
@@ -657,12 +658,12 @@ def test_the_fast_path_changes_no_result_on_the_sample_corpus(figures):
     to be skipped, plain and under a log prefix."""
     before, after = noise(70).splitlines(True), noise(70, 70).splitlines(True)
     runs = exceptions = 0
-    with mock.patch.object(parse, "_RAISE_INTERNAL_ERRORS", True):
+    with mock.patch.object(driver, "_RAISE_INTERNAL_ERRORS", True):
         for text in _SAMPLE_TEXTS + _SCENARIOS:
             for prefix in ("", "[2026-08-28 05:10:05 TP3] "):
                 lines = before + [prefix + line + "\n" for line in text.split("\n")] + after
                 fast = _summary(parse.iter_exceptions(lines))
-                with mock.patch.object(parse, "_all_noise", lambda lines, text=None: False):
+                with mock.patch.object(driver, "all_noise", lambda lines, text=None: False):
                     full = _summary(parse.iter_exceptions(lines))
                 assert fast == full, (prefix, text[:200])
                 runs += 1

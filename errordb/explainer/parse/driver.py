@@ -1,0 +1,280 @@
+"""The driver: reads the input, routes each line to its log source, and hands out what is found.
+
+Lines are cleaned and their log prefixes removed (:mod:`~errordb.explainer.parse.lines`); the
+source ids in the prefixes say which :class:`~errordb.explainer.parse.source.LogSource` reads
+the line, so tracebacks of several ranks interleaved line by line are taken apart. An
+unprefixed line continues the traceback of the previous line's source when that traceback
+started on a prefixed line (sglang's ``[... TP0] Scheduler hit an exception: Traceback ...``
+style). While nothing is open, blocks of ordinary log lines are skipped after one cheap test
+(:mod:`~errordb.explainer.parse.fastpath`).
+
+If nothing is found and the whole input has at most 3 non-empty lines and no traceback, it is
+reported as one exception with ``exc_type`` None and those lines as the message.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from operator import itemgetter
+
+from errordb.explainer.parse.classify import mentions_traceback
+from errordb.explainer.parse.fastpath import BLOCK_CHARS, BLOCK_LINES, all_noise
+from errordb.explainer.parse.lines import MAX_LINE_CHARS, clean_line, strip_prefixes
+from errordb.explainer.parse.parsed import ParsedException
+from errordb.explainer.parse.sink import Sink
+from errordb.explainer.parse.source import LogSource
+
+_MAX_SOURCES = 1024  # log sources (ranks) tracked at once
+_IDLE_FLUSH_LINES = 2000  # a source silent for this many lines is finished
+_BARE_MAX_LINES = 3
+
+#: Set by the test-suite so that a parser bug fails loudly; in production a line that trips an
+#: internal error resets the parser state and parsing goes on (the parser must never raise).
+_RAISE_INTERNAL_ERRORS = False
+
+
+class _Parser:
+    """Routes lines to log sources; remembers the first lines for the bare-message fallback."""
+
+    def __init__(self) -> None:
+        self.sink = Sink()
+        self.sources: OrderedDict[str, LogSource] = OrderedDict()  # least recently used first
+        self.last_key: str | None = None
+        self.no = 0
+        self.nonempty = 0
+        self.bare: list[tuple[str, int, str]] = []  # the first few non-empty lines
+        self.active: set[str] = set()  # keys of the sources that are not settled
+        # True when no source has anything open and the bare-message fallback (the first few
+        # non-empty lines) is decided: then a line with no trigger (all_noise) changes nothing.
+        self.quiet = False
+
+    def skip(self, count: int) -> None:
+        """Account for ``count`` noise lines read while quiet, without parsing them.
+
+        Fed in full, such a line would only be routed to a settled source (creating it, or
+        refreshing its place in the LRU order), move it from "after" to "idle" and become the
+        last line. None of that changes a later result (see LogSource.settled): it only lets
+        settled sources be dropped sooner (by the idle flush or the _MAX_SOURCES eviction), and
+        dropping a settled source reports nothing.
+        """
+        self.no += count
+
+    def feed(self, raw: str) -> None:
+        self.no += 1
+        no = self.no
+        line = clean_line(raw)
+        content, ids, hp = strip_prefixes(line) if line else ("", [], False)
+        rank = " ".join(ids)
+        stripped = content.strip()
+        if stripped:
+            self.nonempty += 1
+            if self.nonempty <= _BARE_MAX_LINES:
+                self.bare.append((stripped, no, rank))
+        key = rank
+        if not rank and not hp and self.last_key:
+            # An unprefixed line continues the previous line's source if that source is inside
+            # a traceback that is itself unprefixed or whose header was on the previous line.
+            prev = self.sources.get(self.last_key)
+            if prev is not None and prev.busy and (prev.prev_unprefixed or prev.prev_header):
+                key = self.last_key
+        src = self.sources.get(key)
+        if src is None:
+            if len(self.sources) >= _MAX_SOURCES:
+                old_key, oldest = self.sources.popitem(last=False)
+                oldest.close_all()
+                self.active.discard(old_key)
+            src = self.sources[key] = LogSource(self.sink, key)
+        else:
+            self.sources.move_to_end(key)
+        src.last_line = no
+        src.prev_unprefixed = not hp
+        src.prev_header = "Traceback (most recent call last)" in content
+        src.feed(content, no, hp)
+        if src.settled(is_last=True):
+            self.active.discard(key)
+        else:
+            self.active.add(key)
+        if self.last_key != key and self.last_key in self.active:
+            # The previous line's source is no longer the last one: that may settle it.
+            prev = self.sources.get(self.last_key)
+            if prev is None or prev.settled(is_last=False):
+                self.active.discard(self.last_key)
+        self.last_key = key
+        if not no & 255:
+            self._finish_idle_sources()
+        self.sink.release()
+        self.quiet = not self.active and self.nonempty > _BARE_MAX_LINES
+
+    def _finish_idle_sources(self) -> None:
+        limit = self.no - _IDLE_FLUSH_LINES
+        while self.sources:
+            key, src = next(iter(self.sources.items()))
+            if src.last_line > limit:
+                break
+            src.close_all()
+            del self.sources[key]
+            self.active.discard(key)
+
+    def finish(self) -> None:
+        for src in list(self.sources.values()):
+            src.close_all()
+        self.sink.release(force=True)
+        if (
+            self.sink.emitted == 0
+            and 0 < self.nonempty <= _BARE_MAX_LINES
+            and not any(mentions_traceback(text) for text, _, _ in self.bare)
+        ):
+            ranks: list[str] = []
+            for _, _, rank in self.bare:
+                if rank and rank not in ranks:
+                    ranks.append(rank)
+            self.sink.out.append(
+                ParsedException(
+                    exc_type=None,
+                    message="\n".join(text for text, _, _ in self.bare),
+                    ranks=ranks,
+                    line_no=self.bare[0][1],
+                )
+            )
+
+    def recover(self) -> None:
+        """After an internal error: forget all state (what was already reported stays)."""
+        self.sources.clear()
+        self.active.clear()
+        self.quiet = False
+        self.last_key = None
+        self.sink.forget_open()
+
+
+def _physical_lines(lines: Iterable) -> Iterator[str]:
+    """Physical lines (each keeps its newline, if it had one); chunks holding several lines
+    are split, bytes decoded."""
+    for chunk in lines:
+        if not isinstance(chunk, str):
+            if isinstance(chunk, (bytes, bytearray)):
+                chunk = bytes(chunk).decode("utf-8", "replace")
+            else:
+                chunk = str(chunk)
+        pos = chunk.find("\n")
+        if pos < 0 or pos == len(chunk) - 1:
+            yield chunk
+        else:
+            parts = chunk.split("\n")
+            if parts[-1] == "":
+                parts.pop()
+            yield from parts
+
+
+def _line_blocks(lines: Iterable) -> Iterator[tuple[list[str], str | None]]:
+    """The physical lines of ``lines`` (as :func:`_physical_lines` makes them) in lists of at
+    most BLOCK_LINES, each with its lines joined when they all end with a newline and are not
+    too long to be tested as a block (see all_noise).
+
+    When every chunk read is one line ending with its newline (lines read from a file,
+    _split_text), the chunks are the list: a few C-level calls replace a generator step per
+    line.
+    """
+    chunks = iter(lines)
+    while True:
+        block: list = []
+        try:
+            block.extend(islice(chunks, BLOCK_LINES))
+        except Exception:
+            # The input itself failed: what it gave before still counts, as it did line by line.
+            yield from _split_block(block)
+            raise
+        if not block:
+            return
+        try:
+            all_end_a_line = "".join(map(_last_char, block)) == "\n" * len(block)
+            if all_end_a_line and sum(map(len, block)) <= BLOCK_CHARS:
+                text = "".join(block)
+                if text.count("\n") == len(block):
+                    yield block, text
+                    continue
+        except (TypeError, IndexError):  # bytes or other objects, an empty chunk
+            pass
+        yield from _split_block(block)
+
+
+def _split_block(chunks: list) -> Iterator[tuple[list[str], None]]:
+    physical = list(_physical_lines(chunks))
+    for start in range(0, len(physical), BLOCK_LINES):
+        yield physical[start : start + BLOCK_LINES], None
+
+
+_last_char = itemgetter(-1)
+
+
+def _split_text(text: str) -> Iterator[str]:
+    """The lines of ``text`` (split on "\\n" only, which each keeps), cut to MAX_LINE_CHARS."""
+    start, n = 0, len(text)
+    while start < n:
+        end = text.find("\n", start)
+        if end < 0:
+            end = n
+        yield text[start : min(end + 1, start + MAX_LINE_CHARS)]
+        start = end + 1
+
+
+def iter_exceptions(lines: Iterable[str]) -> Iterator[ParsedException]:
+    """Parse lines one by one and yield the exceptions found, in bounded memory.
+
+    ``lines`` may be any iterable of strings (an open file works; newlines are optional, bytes
+    are decoded as UTF-8 with replacement). Only the first :data:`MAX_LINE_CHARS` (64 KiB)
+    characters of a line are kept, so one absurdly long line costs no more than that; messages,
+    notes and frames are capped too (the outermost 50 and innermost 200 frames of a traceback
+    are kept), as are the number of log sources tracked at once and the duplicate cache (the
+    last 4096 distinct exceptions), so a log of any size is read in constant memory.
+
+    Exceptions come out deduplicated, in order of ``line_no``, as soon as nothing that started
+    earlier is still open. ``lines`` is read in blocks of up to 64 lines (so that ordinary log
+    lines can be skipped in bulk, which makes a big log about ten times faster to read), so
+    reading runs up to 63 lines ahead of what has been yielded. When a duplicate is seen after
+    its first copy was yielded, the already-yielded object's ``ranks`` list is extended in
+    place, so read ``ranks`` after the iteration ends (or use :func:`parse_text`). Never raises
+    on any input text.
+    """
+    parser = _Parser()
+    out = parser.sink.out
+    for block, text in _line_blocks(lines):
+        # The common case of a big log: nothing is open and the block is noise, skipped whole
+        # (see all_noise). Otherwise its lines are read one by one.
+        if parser.quiet and all_noise(block, text):
+            parser.skip(len(block))
+            continue
+        for raw in block:
+            if parser.quiet and all_noise((raw,)):
+                parser.skip(1)
+                continue
+            try:
+                parser.feed(raw)
+            except Exception:
+                if _RAISE_INTERNAL_ERRORS:
+                    raise
+                parser.recover()
+            while out:
+                yield out.popleft()
+    try:
+        parser.finish()
+    except Exception:
+        if _RAISE_INTERNAL_ERRORS:
+            raise
+        parser.sink.release(force=True)
+    while out:
+        yield out.popleft()
+
+
+def parse_text(text: str) -> list[ParsedException]:
+    """Parse a pasted traceback or log excerpt; returns the exceptions in input order.
+
+    Duplicates (the same traceback printed by several ranks or processes) are merged into one
+    entry listing all ranks. Returns [] when nothing was found. Never raises on any input.
+    """
+    if not isinstance(text, str):
+        text = bytes(text).decode("utf-8", "replace") if isinstance(text, (bytes, bytearray)) else str(text)
+    found = list(iter_exceptions(_split_text(text)))
+    found.sort(key=lambda exc: exc.line_no)  # stable; only reorders in rare interleavings
+    return found

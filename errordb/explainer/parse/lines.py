@@ -1,0 +1,167 @@
+"""What a line of a log says once terminal escapes and log prefixes are taken off.
+
+Each line is cleaned first (:func:`clean_line`: ANSI/terminal escape sequences and C0 and C1
+control characters removed, only the text after the last carriage return kept), then up to four
+leading log prefixes are removed (:func:`strip_prefixes`): ``[2026-08-28 05:10:05 TP0]``-style
+brackets (timestamps, levels, rank tokens such as TP0/DP1/rank3, nothing else), Ray/vLLM
+``(Name pid=123)`` and ``(raylet, ip=10.0.0.1)``, docker-compose ``service_1  |``,
+``2026-08-28 05:10:05,123 ERROR`` and other common ``logging`` layouts, ``ERROR:root:``, vLLM's
+``ERROR 08-28 05:10:05 file.py:12]``, glog and syslog. Exactly one space after a prefix is
+removed, so indentation survives.
+
+Rank-like ids in a prefix (``TP0``, ``DP1 TP3``, ``pid=123``, a compose service name) name the
+*source* of the line: the driver groups lines per source, so tracebacks interleaved line by line
+are taken apart, and the id is recorded in ``ranks``.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Only this many characters of a line are kept; the rest of an absurdly long line is ignored.
+MAX_LINE_CHARS = 64 * 1024
+
+_MAX_PREFIX_LAYERS = 4
+
+# Every alternative starts with a fixed character and its repeated parts are disjoint character
+# classes, so the pattern runs in linear time whatever the line.
+_ANSI_RE = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor movement
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: window titles, hyperlinks
+    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"  # DCS, SOS, PM, APC strings
+    r"|\x1b[ -/]*[0-~]"  # other escape sequences (charset selection, ESC 7, ...)
+    r"|\x1b"  # a lone ESC
+    r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
+)
+# C0 controls but tab and newline, DEL, and the C1 controls (U+0080-U+009F): some terminals
+# obey C1 introducers (OSC, DCS, ...) in UTF-8 text as they obey ESC sequences.
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def clean_line(raw: str) -> str:
+    """Cap, strip line ends, terminal escapes and control characters (C0, DEL, C1; tabs are kept)."""
+    if len(raw) > MAX_LINE_CHARS:
+        raw = raw[:MAX_LINE_CHARS]
+    line = raw.rstrip("\r\n")
+    if "\r" in line:
+        # A carriage return redraws the line on a terminal (progress bars): keep what was drawn last.
+        last = line.rsplit("\r", 1)[1]
+        line = last if last.strip() else line.replace("\r", "")
+    if "\x1b" in line or "\x9b" in line:
+        line = _ANSI_RE.sub("", line)
+    if not line.isprintable():
+        line = _CONTROL_RE.sub("", line)
+    return line.rstrip()
+
+
+_LEVEL = r"(?:DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE)"
+_DATE_TIME = (
+    r"(?:\d{4}-\d{2}-\d{2}[ T]|\d{4}/\d{2}/\d{2} |\d{2}-\d{2} )"
+    r"\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?"
+)
+# "2026-08-28 05:10:05,123 ERROR ", "... - app - ERROR - ", loguru's "... | ERROR    | mod:f:1 - ",
+# ISO timestamps of docker/kubernetes ("2026-08-28T05:10:05.123Z ").
+# Lines are right-stripped before this runs, so a prefix followed by nothing has lost its final
+# space: every pattern accepts the end of the line in its place.
+_TS_PREFIX_RE = re.compile(
+    _DATE_TIME
+    + r"(?: - \S{1,200} - " + _LEVEL + r" -(?: |$)"
+    + r"| \| " + _LEVEL + r" *\|(?:$| (?:\S{1,200} -(?: |$))?)"
+    + r"| \[?" + _LEVEL + r"\]?:? ?"
+    + r"| ?)"
+)
+# vLLM's "ERROR 08-28 05:10:05 [file.py:12] " / "ERROR 08-28 05:10:05 file.py:12] ",
+# logging.BASIC_FORMAT's "ERROR:root:", and "ERROR: " / uvicorn's "ERROR:    ".
+_LEVEL_PREFIX_RE = re.compile(
+    _LEVEL
+    + r"(?: \d{2}-\d{2} \d{1,2}:\d{2}:\d{2}(?:\.\d{1,9})? (?:\[[^\]]{1,200}\]|[^\s\]]{1,200}\]) ?"
+    + r"|:[\w.<>-]{1,200}:"
+    + r"|: ?)"
+)
+_GLOG_RE = re.compile(r"[IWEF]\d{4} \d{1,2}:\d{2}:\d{2}\.\d{1,9} +\d{1,10} [^\s\]]{1,200}\] ?")
+_SYSLOG_RE = re.compile(
+    r"[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} [\w.-]{1,100} [\w./-]{1,100}(?:\[(\d{1,10})\])?: ?"
+)
+_BRACKET_RE = re.compile(r"\[([^\[\]]{1,200})\]:? ?")
+_PAREN_RE = re.compile(r"\(([^()]{1,200})\)(?: |$)")
+_DOCKER_RE = re.compile(r"([A-Za-z0-9][\w.-]{0,63}) +\|(?: |$)")
+_RAY_REPEAT_RE = re.compile(r" *\[repeated \d{1,10}x across cluster\]$")
+
+_TOKEN_TIME_RE = re.compile(
+    r"(?:\d{4}[-/]\d{2}[-/]\d{2}(?:T\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)?"
+    r"|\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,9})?|\d{2}[-/]\d{2}),?$"
+)
+_TOKEN_LEVEL_RE = re.compile(_LEVEL + r":?$", re.IGNORECASE)
+_TOKEN_RANK_RE = re.compile(r"(?:[A-Z]{2,4}|[Rr]ank|default|worker|node|gpu)[-_]?\d{1,6}$|pid=\d{1,10}$")
+
+
+def _bracket_ranks(inner: str) -> list[str] | None:
+    """Rank ids of a ``[...]`` log prefix, or None if the brackets are not a log prefix.
+
+    A bracket is a prefix only when every word in it is a date, a time, a level or a rank
+    token, so message text like ``[app.worker]`` or ``[Previous line repeated ...]`` stays.
+    """
+    tokens = inner.split()
+    if not tokens or len(tokens) > 8:
+        return None
+    ranks = []
+    for tok in tokens:
+        if _TOKEN_RANK_RE.match(tok):
+            ranks.append(tok)
+        elif not (_TOKEN_TIME_RE.match(tok) or _TOKEN_LEVEL_RE.match(tok)):
+            return None
+    return ranks
+
+
+def strip_prefixes(text: str) -> tuple[str, list[str], bool]:
+    """Remove leading log prefixes: returns (content, source ids, whether any prefix was removed)."""
+    ids: list[str] = []
+    found = False
+    for _ in range(_MAX_PREFIX_LAYERS):
+        if not text:
+            break
+        c = text[0]
+        m = None
+        source = None
+        if c == "[":
+            m = _BRACKET_RE.match(text)
+            if m is not None:
+                ranks = _bracket_ranks(m.group(1))
+                if ranks is None:
+                    m = None
+                elif ranks:
+                    source = " ".join(ranks)
+        elif c == "(":
+            m = _PAREN_RE.match(text)
+            if m is not None:
+                inner = m.group(1)
+                pid = inner.find("pid=")
+                if pid >= 0:
+                    source = inner[pid:]
+                elif "ip=" in inner:
+                    source = inner
+                else:
+                    m = None
+                if m is not None:
+                    # Ray folds repeated lines into one with this suffix; it is not message text.
+                    rest = _RAY_REPEAT_RE.sub("", text[m.end():])
+                    text = text[: m.end()] + rest
+        elif c.isdigit():
+            m = _TS_PREFIX_RE.match(text)
+        elif c.isalpha():
+            m = _LEVEL_PREFIX_RE.match(text) or _GLOG_RE.match(text)
+            if m is None:
+                m = _SYSLOG_RE.match(text)
+                if m is not None and m.group(1):
+                    source = "pid=" + m.group(1)
+        if m is None and c.isalnum():
+            m = _DOCKER_RE.match(text)
+            if m is not None:
+                source = m.group(1)
+        if m is None or m.end() == 0:
+            break
+        found = True
+        if source:
+            ids.append(source)
+        text = text[m.end():]
+    return text, ids, found

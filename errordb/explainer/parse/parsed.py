@@ -1,0 +1,136 @@
+"""What the parser reports (:class:`Frame`, :class:`ParsedException`), and how one is put
+together while its lines are read (:class:`Builder`, with its place in a chain from :class:`Chain`).
+
+Every part of an exception is capped, so one absurd traceback costs bounded memory: the
+outermost :data:`MAX_HEAD_FRAMES` and innermost :data:`MAX_TAIL_FRAMES` frames are kept (the
+inner ones are those the matcher cares about most), and messages and notes are cut.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+MAX_HEAD_FRAMES = 50  # outermost frames kept ...
+MAX_TAIL_FRAMES = 200  # ... and innermost frames kept
+_MAX_MESSAGE_LINES = 200
+_MAX_MESSAGE_CHARS = 64 * 1024
+_MAX_NOTES = 100
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One traceback entry, as printed."""
+
+    file: str  # path as printed ("/usr/lib/python3.12/json/decoder.py", "<string>")
+    line: int | None
+    function: str | None  # "<module>" etc.; None where the format has none (SyntaxError)
+    source: str | None  # the source line printed under the frame, stripped; None if none
+
+
+@dataclass
+class ParsedException:
+    """One exception found in the input (the heuristics: :mod:`errordb.explainer.parse`)."""
+
+    exc_type: str | None
+    message: str
+    notes: list[str] = field(default_factory=list)
+    frames: list[Frame] = field(default_factory=list)
+    role: str = "root"  # "root" | "cause" | "context" | "group-member"
+    chain_index: int = 0
+    group_path: tuple[int, ...] = ()
+    ranks: list[str] = field(default_factory=list)
+    line_no: int = 1
+
+    @property
+    def short_type(self) -> str | None:
+        """The last dotted component of ``exc_type``: ``torch.OutOfMemoryError`` -> ``OutOfMemoryError``."""
+        if self.exc_type is None:
+            return None
+        base, paren, rest = self.exc_type.partition("(")
+        return base.rsplit(".", 1)[-1] + paren + rest
+
+
+class Chain:
+    """Position bookkeeping of one printed chain (one per context depth)."""
+
+    __slots__ = ("next_index", "pending")
+
+    def __init__(self) -> None:
+        self.next_index = 0
+        self.pending: str | None = None  # "cause"/"context" after a separator line
+
+    def take(self) -> tuple[str, int]:
+        """Role and chain index of the exception that starts now."""
+        if self.pending is None:
+            role, index = "root", 0  # no separator before it: a new chain
+        else:
+            role, index = self.pending, self.next_index
+        self.pending = None
+        self.next_index = index + 1
+        return role, index
+
+
+class Builder:
+    """An exception being read; frames are lists so a source line can be filled in later."""
+
+    __slots__ = (
+        "start", "token", "role", "chain_index", "group_path", "has_prefix", "frames_hp",
+        "exc_type", "msg_lines", "msg_chars", "notes", "in_notes", "msg_col",
+        "head", "tail", "nframes", "cur", "base", "frame_col",
+    )
+
+    def __init__(self, start: int, role: str, chain_index: int, group_path: tuple, has_prefix: bool):
+        self.start = start
+        self.token = 0
+        self.role = role
+        self.chain_index = chain_index
+        self.group_path = group_path
+        self.has_prefix = has_prefix  # prefix state of the exception line (ends the message if it changes)
+        self.frames_hp = has_prefix  # prefix state of the first frame (ends the frames if it changes)
+        self.exc_type: str | None = None
+        self.msg_lines: list[str] = []
+        self.msg_chars = 0
+        self.notes: list[str] = []
+        self.in_notes = False
+        self.msg_col = 0
+        self.head: list[list] = []
+        self.tail: deque | None = None
+        self.nframes = 0
+        self.cur: list | None = None
+        self.base: int | None = None  # column of the traceback header
+        self.frame_col = 0  # column of the last File line
+
+    def add_frame(self, file: str, line: int | None, function: str | None, source: str | None = None) -> None:
+        entry = [file, line, (function or "").strip() or None, source]
+        if len(self.head) < MAX_HEAD_FRAMES:
+            self.head.append(entry)
+        else:
+            if self.tail is None:
+                self.tail = deque(maxlen=MAX_TAIL_FRAMES)
+            self.tail.append(entry)
+        self.cur = entry
+        self.nframes += 1
+
+    def add_message_line(self, line: str) -> None:
+        if len(self.msg_lines) < _MAX_MESSAGE_LINES and self.msg_chars < _MAX_MESSAGE_CHARS:
+            self.msg_lines.append(line)
+            self.msg_chars += len(line) + 1
+
+    def add_note(self, line: str) -> None:
+        if len(self.notes) < _MAX_NOTES:
+            self.notes.append(line)
+
+    def build(self) -> ParsedException:
+        entries = self.head if self.tail is None else self.head + list(self.tail)
+        return ParsedException(
+            exc_type=self.exc_type,
+            message="\n".join(self.msg_lines).rstrip(),
+            notes=list(self.notes),
+            frames=[Frame(e[0], e[1], e[2], e[3]) for e in entries],
+            role=self.role,
+            chain_index=self.chain_index,
+            group_path=self.group_path,
+            ranks=[],
+            line_no=self.start,
+        )
