@@ -133,7 +133,7 @@ class Site:
         yield from (path for path, _, _ in pages.single_pages(self.source))
         for listing in named:
             yield from (P.listing_file(listing.directory, n) for n in range(1, listing.pages + 1))
-        for (slug,) in self.conn.execute("SELECT slug FROM records ORDER BY id"):
+        for (slug,) in self.conn.execute(f"SELECT slug FROM records ORDER BY {RECORD_ORDER}"):
             yield (*P.record_dir(slug), "index.html")
 
 
@@ -221,17 +221,19 @@ def _worker_count(jobs: int | None, record_count: int, db_path: str | None) -> i
     return min(2, os.cpu_count() or 1) if record_count >= POOL_THRESHOLD else 1
 
 
+#: The order error pages are rendered in: the windows of one file share most of their lines,
+#: and each line is coloured once per process (errordb.publish.highlight).
+RECORD_ORDER = "repo, filePath, lineNumber, id"
+
+
 def _plan(conn: sqlite3.Connection) -> Iterator[tuple[Any, ...]]:
     """The rendering tasks, small and in a fixed order: the listings, then the records by batch."""
     yield ("fixed",)
     yield from pages.named_listing_keys(pages.Source(conn))
-    cursor = conn.execute("SELECT id FROM records ORDER BY id")
-    chunk = 0
+    cursor = conn.execute(f"SELECT id FROM records ORDER BY {RECORD_ORDER}")
     while rows := cursor.fetchmany(BATCH):
-        for (record_id,) in rows:
-            P.record_id(record_id)  # a hand-edited id refuses the build before anything is written
-        yield ("records", chunk, rows[0][0], rows[-1][0])
-        chunk += 1
+        # A hand-edited id refuses the build before anything is written.
+        yield ("records", tuple(P.record_id(record_id) for (record_id,) in rows))
 
 
 def _run_tasks(tasks: list[tuple[Any, ...]], workers: int, db_path: str | None, conn: sqlite3.Connection, base_url: str, staging: Path) -> Iterator[Any]:
@@ -282,26 +284,25 @@ def _run_task(task: tuple[Any, ...]) -> tuple[list[tuple[str, str]], list[tuple[
         write_api(site.conn, worker.staging / "api", base_url=site.base_url)
         return [], []
     if kind == "records":
-        return _render_records(worker, *task[1:])
+        return _render_records(worker, task[1])
     if kind == "fixed":
         rendered = [page for listing in pages.fixed_listings(source) for page in listing.all_pages()] + pages.single_pages(source)
+        chunks = (source.count("SELECT count(*) FROM records") + BATCH - 1) // BATCH
+        search = [_write(worker.staging, f"search/chunk-{n}.json", _json(pages.search_chunk(source, n))) for n in range(chunks)]
     else:
-        rendered = list(pages.named_listing(source, kind, task[1]).all_pages())
+        rendered, search = list(pages.named_listing(source, kind, task[1]).all_pages()), []
     files = [_write(worker.staging, "/".join(page[0]), site.render(page)) for page in rendered]
-    return files, [page[0] for page in rendered]
+    return search + files, [page[0] for page in rendered]
 
 
-def _render_records(worker: _Worker, chunk: int, first: str, last: str) -> tuple[list[tuple[str, str]], list[tuple[str, ...]]]:
+def _render_records(worker: _Worker, ids: tuple[str, ...]) -> tuple[list[tuple[str, str]], list[tuple[str, ...]]]:
     from errordb.store import iter_record_dicts
 
     site = worker.site
-    files, html = [], []
-    for data in iter_record_dicts(site.conn, where="id BETWEEN ? AND ?", params=[first, last]):  # type: ignore[arg-type]
-        page = pages.record_page(site.source, data)
-        files.append(_write(worker.staging, "/".join(page[0]), site.render(page)))
-        html.append(page[0])
-    files.append(_write(worker.staging, f"search/chunk-{chunk}.json", _json(pages.search_chunk(site.source, chunk))))
-    return files, html
+    marks = ",".join("?" * len(ids))
+    records = {data["id"]: data for data in iter_record_dicts(site.conn, where=f"id IN ({marks})", params=list(ids))}  # type: ignore[arg-type]
+    rendered = [pages.record_page(site.source, records[record_id]) for record_id in ids if record_id in records]
+    return [_write(worker.staging, "/".join(page[0]), site.render(page)) for page in rendered], [page[0] for page in rendered]
 
 
 def output_path(root: Path, path: tuple[str, ...]) -> Path:
