@@ -8,6 +8,7 @@ import io
 import json
 import shutil
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
@@ -192,6 +193,31 @@ def _read_lines(path: Path):
         yield from handle
 
 
+def _draws_bars(quiet: bool) -> bool:
+    """Whether progress bars are drawn: on a terminal, and not with --quiet (off a terminal,
+    click's bar would still print its label)."""
+    return not quiet and sys.stderr.isatty()
+
+
+@contextlib.contextmanager
+def _progress_bars(label: str, quiet: bool) -> Iterator[Callable[[str | None, int, int | None], None]]:
+    """A progress callback ``update(stage, done, total)`` drawing click's progress bar on standard
+    error, one bar per stage (labelled ``label: stage``; stage None: ``label``)."""
+    hidden = not _draws_bars(quiet)
+    bars: dict = {}  # stage -> its bar
+    with contextlib.ExitStack() as stack:
+
+        def update(stage: str | None, done: int, total: int | None) -> None:
+            if stage not in bars:
+                stack.close()  # the previous stage's bar is finished
+                name = label if stage is None else f"{label}: {stage}"
+                bars[stage] = stack.enter_context(click.progressbar(length=total or 0, label=name, show_pos=True, file=sys.stderr, hidden=hidden))
+            bar = bars[stage]
+            bar.update(done - bar.pos)
+
+        yield update
+
+
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(exists=False, path_type=Path))
 @db_option
@@ -211,16 +237,15 @@ def ingest(paths: tuple[Path, ...], db_path: Path | None, prune: bool, families_
     Example:
       errordb ingest records/ --db errordb.db --prune
     """
-    from errordb.progress import StageBars, count_records, is_interactive, record_paths
+    from errordb.records.loader import count_records
+    from errordb.store import bundled_records_dir
     from errordb.store import ingest as ingest_records
 
     # The bar's total costs a walk of the files: only worth it when a bar will be drawn.
-    total = count_records(record_paths(paths)) if not quiet and is_interactive() else None
-    # Reading; when records are read in file order and staged, a second bar moves them into the store.
-    with StageBars("ingest", {None: "records", "storing": "new records"}, enabled=not quiet) as bars:
+    total = count_records(list(paths) or [bundled_records_dir()]) if _draws_bars(quiet) else None
+    with _progress_bars("ingest", quiet or total is None) as update:
         report = ingest_records(list(paths) or None, db_path or Path("errordb.db"), prune=prune, families_path=families_path,
-                                progress=lambda done: bars.update(None, done, total),
-                                storing=lambda done, new: bars.update("storing", done, new))  # fmt: skip
+                                progress=lambda done: update(None, done, total))  # fmt: skip
     if not quiet:
         click.echo(f"{db_path or 'errordb.db'}: {report.summary()}", err=True)
 
@@ -666,14 +691,11 @@ def harvest(path: Path, repo: str, sha: str, out: Path, prefix: str, prune: bool
           --sha 0123456789abcdef0123456789abcdef01234567 --out records/ --prune --analyzed-at 2026-08-28
     """
     from errordb.harvest.drafts import harvest as harvest_tree
-    from errordb.progress import StageBars
 
-    # One bar per stage of the run (two passes over the files, checking drafts, writing),
-    # each with its own total and ETA; drawn only on a terminal and never with --quiet.
-    units: dict[str | None, str] = {"classes": "files", "raises": "files", "checking": "drafts", "writing": "files"}
-    with StageBars("harvest", units, enabled=not quiet) as bars:
+    # One bar per stage of the run (two passes over the files, checking drafts, writing).
+    with _progress_bars("harvest", quiet) as update:
         report = harvest_tree(path, repo=repo, sha=sha, out=out, prefix=prefix, prune=prune,
-                              analyzed_at=analyzed_at, dataset_version=dataset_version, progress=bars.update)
+                              analyzed_at=analyzed_at, dataset_version=dataset_version, progress=update)
     if report_path is not None:
         from errordb.atomic import write_text
 

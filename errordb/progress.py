@@ -1,10 +1,10 @@
-"""Progress for long work (ingest, build, export): one redrawn line on a terminal, nothing elsewhere.
+"""Progress for long work (build, export): one redrawn line on a terminal, nothing elsewhere.
 
-The library reports progress through plain callbacks (``ingest(..., progress=callback)`` calls
-``callback(records_read_so_far)``); this module turns such calls into a display on standard
-error. Nothing is drawn when standard error is not a terminal (a pipe, a file, CI logs) or when
-the user asked for ``--quiet``: there, a bar is noise that fills logs with carriage returns.
-The commands print their one-line summary (counts and time) themselves, after the bar is gone.
+The library reports progress through plain callbacks (``build_site(..., progress=callback)``);
+this module turns such calls into a display on standard error. Nothing is drawn when standard
+error is not a terminal (a pipe, a file, CI logs) or when the user asked for ``--quiet``:
+there, a bar is noise that fills logs with carriage returns. The commands print their
+one-line summary (counts and time) themselves, after the bar is gone.
 
 Two displays:
 
@@ -21,8 +21,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import IO
 
 #: Redraw at most this often: drawing costs a write system call, and faster is unreadable.
@@ -59,8 +58,8 @@ class Progress:
 
     Use it as a context manager and pass :meth:`update` as the library's ``progress`` callback::
 
-        with Progress("ingest", total=estimate, unit="records", enabled=not quiet) as bar:
-            report = ingest(paths, db, progress=bar.update)
+        with Progress("export", total=count, unit="records", enabled=not quiet) as bar:
+            report = export_api(db, out, progress=bar.update)
 
     ``enabled=None`` means "when standard error is a terminal"; ``False`` (``--quiet``) never
     draws, and ``True`` is ignored off a terminal too, so a pipe never sees a bar.
@@ -92,7 +91,7 @@ class Progress:
         self.close()
 
     def update(self, done: int) -> None:
-        """Record that ``done`` items are finished so far (an absolute count, as ingest reports)."""
+        """Record that ``done`` items are finished so far (an absolute count)."""
         self.done = done
         self._maybe_draw()
 
@@ -136,37 +135,6 @@ class Progress:
         self._visible = True
 
 
-class StageBars:
-    """One :class:`Progress` bar per stage of a run, each erasing the one before; a context manager.
-
-    ``update(stage, done, total)`` draws stage ``stage`` (``None``: the run's first, unnamed
-    stage, labelled ``label`` alone; otherwise ``"label: stage"``) with its own total and ETA;
-    ``units`` maps a stage to the unit shown ("items" when not given).
-    """
-
-    def __init__(self, label: str, units: dict[str | None, str], *, enabled: bool | None = None):
-        self.label, self.units, self.enabled = label, units, enabled
-        self._stage: str | None = None
-        self._bar: Progress | None = None
-
-    def __enter__(self) -> StageBars:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._bar is not None:
-            self._bar.close()
-
-    def update(self, stage: str | None, done: int, total: int | None) -> None:
-        """Record ``done`` of ``total`` for ``stage``, starting its bar when it is a new stage."""
-        if self._bar is None or stage != self._stage:
-            if self._bar is not None:
-                self._bar.close()
-            label = self.label if stage is None else f"{self.label}: {stage}"
-            self._stage = stage
-            self._bar = Progress(label, total, unit=self.units.get(stage, "items"), enabled=self.enabled)
-        self._bar.update(done)
-
-
 @contextlib.contextmanager
 def activity(label: str, *, enabled: bool | None = None, stream: IO[str] | None = None) -> Iterator[None]:
     """A spinner with the elapsed time while the body runs, for work without a progress callback.
@@ -198,39 +166,3 @@ def activity(label: str, *, enabled: bool | None = None, stream: IO[str] | None 
         thread.join()
         stream.write(_CLEAR)
         stream.flush()
-
-
-def count_records(paths: Iterable[str | os.PathLike[str]]) -> int | None:
-    """How many records the files under ``paths`` hold, cheaply: the total of an ingest's bar.
-
-    A ``.json`` file is one record; a ``.jsonl`` file is counted by its newlines (read in 1 MiB
-    blocks, far faster than validating it). An estimate: blank lines count too. ``None`` when
-    the paths cannot be walked (the ingest itself then reports the problem).
-    """
-    from errordb.errors import ErrordbError
-    from errordb.records.loader import record_files
-
-    total = 0
-    try:
-        for path in record_files(paths):
-            if path.suffix != ".jsonl":
-                total += 1
-                continue
-            with open(path, "rb") as handle:
-                last = b"\n"
-                while block := handle.read(1 << 20):
-                    total += block.count(b"\n")
-                    last = block[-1:]
-                total += last != b"\n"  # a last line without its newline
-    except (OSError, ErrordbError):
-        return None
-    return total
-
-
-def record_paths(paths: Iterable[str | os.PathLike[str]] | None) -> list[Path]:
-    """``paths``, or the bundled records when none are given (what ingest reads)."""
-    if paths:
-        return [Path(p) for p in paths]
-    from errordb.store import bundled_records_dir
-
-    return [bundled_records_dir()]
