@@ -8,7 +8,6 @@ import io
 import json
 import shutil
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
@@ -184,6 +183,22 @@ def _progress(label: str, total: int | None, quiet: bool):
         yield advance
 
 
+@contextlib.contextmanager
+def _stage_progress(label: str, quiet: bool):
+    """A callback ``update(stage, done, total)`` drawing one of :func:`_progress`'s bars per
+    stage, labelled ``label: stage``."""
+    with contextlib.ExitStack() as stack:
+        current: dict = {}
+
+        def update(stage: str, done: int, total: int | None) -> None:
+            if current.get("stage") != stage:
+                stack.close()  # the previous stage's bar is finished
+                current.update(stage=stage, advance=stack.enter_context(_progress(f"{label}: {stage}", total, quiet)))
+            current["advance"](done)
+
+        yield update
+
+
 def _read_lines(path: Path):
     try:
         handle = open(path, encoding="utf-8", errors="replace", newline="")
@@ -191,31 +206,6 @@ def _read_lines(path: Path):
         raise ErrordbError(f"{path}: cannot read: {exc.strerror}") from None
     with handle:
         yield from handle
-
-
-def _draws_bars(quiet: bool) -> bool:
-    """Whether progress bars are drawn: on a terminal, and not with --quiet (off a terminal,
-    click's bar would still print its label)."""
-    return not quiet and sys.stderr.isatty()
-
-
-@contextlib.contextmanager
-def _progress_bars(label: str, quiet: bool) -> Iterator[Callable[[str | None, int, int | None], None]]:
-    """A progress callback ``update(stage, done, total)`` drawing click's progress bar on standard
-    error, one bar per stage (labelled ``label: stage``; stage None: ``label``)."""
-    hidden = not _draws_bars(quiet)
-    bars: dict = {}  # stage -> its bar
-    with contextlib.ExitStack() as stack:
-
-        def update(stage: str | None, done: int, total: int | None) -> None:
-            if stage not in bars:
-                stack.close()  # the previous stage's bar is finished
-                name = label if stage is None else f"{label}: {stage}"
-                bars[stage] = stack.enter_context(click.progressbar(length=total or 0, label=name, show_pos=True, file=sys.stderr, hidden=hidden))
-            bar = bars[stage]
-            bar.update(done - bar.pos)
-
-        yield update
 
 
 @cli.command()
@@ -242,10 +232,10 @@ def ingest(paths: tuple[Path, ...], db_path: Path | None, prune: bool, families_
     from errordb.store import ingest as ingest_records
 
     # The bar's total costs a walk of the files: only worth it when a bar will be drawn.
-    total = count_records(list(paths) or [bundled_records_dir()]) if _draws_bars(quiet) else None
-    with _progress_bars("ingest", quiet or total is None) as update:
+    total = count_records(list(paths) or [bundled_records_dir()]) if not quiet and sys.stderr.isatty() else None
+    with _progress("ingest", total, quiet) as advance:
         report = ingest_records(list(paths) or None, db_path or Path("errordb.db"), prune=prune, families_path=families_path,
-                                progress=lambda done: update(None, done, total))  # fmt: skip
+                                progress=advance)  # fmt: skip
     if not quiet:
         click.echo(f"{db_path or 'errordb.db'}: {report.summary()}", err=True)
 
@@ -693,7 +683,7 @@ def harvest(path: Path, repo: str, sha: str, out: Path, prefix: str, prune: bool
     from errordb.harvest.drafts import harvest as harvest_tree
 
     # One bar per stage of the run (two passes over the files, checking drafts, writing).
-    with _progress_bars("harvest", quiet) as update:
+    with _stage_progress("harvest", quiet) as update:
         report = harvest_tree(path, repo=repo, sha=sha, out=out, prefix=prefix, prune=prune,
                               analyzed_at=analyzed_at, dataset_version=dataset_version, progress=update)
     if report_path is not None:

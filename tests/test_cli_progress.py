@@ -1,11 +1,7 @@
-"""Progress: a bar on a terminal, nothing on a pipe or with --quiet, one summary line at the end.
-
-ingest and harvest draw click's progress bar; build and export errordb.progress's.
-"""
+"""Progress: click's bar on a terminal, nothing on a pipe or with --quiet, one summary line at the end."""
 
 from __future__ import annotations
 
-import io
 import json
 import re
 
@@ -14,9 +10,7 @@ import pytest
 from click.testing import CliRunner
 from helpers import RECORDS, envelope
 
-from errordb import progress
 from errordb.cli import cli
-from errordb.progress import Progress, activity
 from errordb.records.loader import count_records
 
 
@@ -24,71 +18,6 @@ from errordb.records.loader import count_records
 def terminal(monkeypatch):
     """Standard error in CliRunner says it is a terminal, to click and to errordb."""
     monkeypatch.setattr(click.testing._NamedTextIOWrapper, "isatty", lambda self: True, raising=False)
-
-
-class Terminal(io.StringIO):
-    """A stream that says it is a terminal, 80 columns wide."""
-
-    def isatty(self) -> bool:
-        return True
-
-    def fileno(self) -> int:
-        raise OSError("not a real terminal")
-
-
-def test_bar_on_a_terminal_then_erased(monkeypatch):
-    monkeypatch.setattr(progress, "REDRAW_SECONDS", 0)
-    screen = Terminal()
-    with Progress("ingest", total=4, unit="records", stream=screen) as bar:
-        bar.update(2)
-        assert screen.getvalue().startswith("\r\x1b[Kingest [")
-        assert " 50%  2/4 records" in screen.getvalue()
-        bar.update(4)
-        assert "100%  4/4 records" in screen.getvalue()
-    assert screen.getvalue().endswith("\r\x1b[K")  # the summary printed next starts on a clean line
-
-
-def test_nothing_on_a_pipe_or_when_quiet():
-    pipe = io.StringIO()
-    with Progress("ingest", total=4, stream=pipe) as bar:
-        bar.update(4)
-    assert pipe.getvalue() == ""
-    screen = Terminal()
-    with Progress("ingest", total=4, stream=screen, enabled=False) as bar:
-        bar.update(4)
-    assert screen.getvalue() == ""
-    with activity("export", stream=pipe):
-        pass
-    assert pipe.getvalue() == ""
-
-
-def test_count_without_total_and_lines_fit_the_width():
-    bar = Progress("ingest", unit="records", stream=Terminal())
-    bar.done = 12345
-    line = bar.render(80)
-    assert line.startswith("ingest  12,345 records  ") and len(line) < 80
-    narrow = Progress("a-very-long-label-for-the-work", total=10, stream=Terminal())
-    narrow.done = 5
-    assert len(narrow.render(40)) <= 39
-
-
-def test_redraws_are_throttled(monkeypatch):
-    screen = Terminal()
-    bar = Progress("ingest", total=1_000_000, stream=screen)
-    for done in range(1, 1001):
-        bar.update(done)
-    assert screen.getvalue().count("\r") <= 2  # a thousand updates in a few milliseconds: one or two draws
-
-
-def test_activity_spins_on_a_terminal_and_clears(monkeypatch):
-    monkeypatch.setattr(progress, "REDRAW_SECONDS", 0.01)
-    screen = Terminal()
-    import time
-
-    with activity("exporting", stream=screen):
-        time.sleep(0.1)
-    assert re.search(r"\r\x1b\[K. exporting  0\.\ds", screen.getvalue())
-    assert screen.getvalue().endswith("\r\x1b[K")
 
 
 def test_count_records_counts_json_files_and_jsonl_lines(tmp_path):
@@ -123,13 +52,13 @@ def test_ingest_on_a_pipe_prints_only_the_summary_and_quiet_nothing(tmp_path):
     assert quiet.exit_code == 0 and quiet.stderr == "" and quiet.stdout == ""
 
 
-def test_export_shows_activity_on_a_terminal_and_one_summary(tmp_path, monkeypatch):
+def test_export_on_a_pipe_prints_one_summary_and_quiet_nothing(tmp_path, monkeypatch):
     db = tmp_path / "e.db"
     CliRunner().invoke(cli, ["ingest", "--db", str(db), "-q"])
     result = CliRunner().invoke(cli, ["export", "--db", str(db), "--out", str(tmp_path / "api")])
     assert result.exit_code == 0 and "\r" not in result.stderr
     assert re.fullmatch(r".*api: 3 records, \d+ files, [\d.]+ MB in \d+\.\d\ds\n", result.stderr)
-    monkeypatch.setattr(progress, "is_interactive", lambda stream=None: True)
+    monkeypatch.setattr(click.testing._NamedTextIOWrapper, "isatty", lambda self: True, raising=False)
     quiet = CliRunner().invoke(cli, ["export", "--db", str(db), "--out", str(tmp_path / "api"), "--quiet"])
     assert quiet.exit_code == 0 and quiet.stderr == ""
 
