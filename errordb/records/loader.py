@@ -294,11 +294,12 @@ def validate_envelope(source: str, data: Any) -> Envelope:
 
 
 def _field_name(loc: tuple) -> str | None:
-    """pydantic's error location as a field name: ``("record", "tags", 0)`` is ``tags[0]``."""
+    """pydantic's error location as a field name: ``("record", "tags", 0)`` is ``tags[0]``; an
+    unknown field's name is the file's text, so its control characters are escaped."""
     name = ""
     for part in loc[1:] if loc[:1] == ("record",) else loc:
         name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else str(part))
-    return name or None
+    return printable(name) or None
 
 
 def _peek_id(data: Any) -> str | None:
