@@ -422,8 +422,8 @@ def ingest(
 
 
 #: Page cache of an ingest's connection (KiB): the indexes on random keys (slug, file, index
-#: word...) are written all over the file, and in SQLite's default 2 MB the writing process
-#: spent ~10% more CPU at 100,000 records re-reading their pages.
+#: word...) are written all over the file, and in SQLite's default 2 MB their pages are read
+#: again and again (~10% of the writing process's CPU at 100,000 records).
 INGEST_CACHE_KIB = 65536
 
 
@@ -443,7 +443,7 @@ def _prepare(source: str, text: str) -> Prepared:
     from errordb.records.loader import parse_envelope
     from errordb.records.schema import canonical_json
 
-    envelope: Envelope = parse_envelope(source, text)
+    envelope = parse_envelope(source, text)
     record = envelope.record
     row = {name: getattr(record, name) for name in SCALAR_FIELDS}
     row["datasetVersion"] = envelope.datasetVersion
@@ -473,8 +473,8 @@ def _prepare_chunk(texts: list[tuple[str, str]]) -> tuple[list[Prepared], tuple[
 
 
 class _Text(NamedTuple):
-    """A record's text as read. ``id`` is that of the stored record read from the same text (its
-    text is then dropped: it is not validated again), else None."""
+    """A record's text as read. ``id`` is that of the stored record read from the same text (not
+    validated again; ``text`` is then None), else None."""
 
     source: str
     text_hash: str
@@ -502,7 +502,7 @@ def _texts(paths: list[Path], known: dict[str, str]) -> Iterator[_Text | RecordE
 CHUNK_SIZE = 250
 #: Chunks handed out ahead of the writer per worker: enough to keep the workers busy while it
 #: writes a batch or full-text rows; each holds its texts, then its results (~1.5 MB), in the
-#: writing process (16 held ~30 MB more at 100,000 records, no faster).
+#: writing process.
 AHEAD_PER_WORKER = 8
 
 
@@ -510,7 +510,7 @@ class _Validation:
     """Record texts validated in file order, in worker processes once two chunks of them wait
     (a few edited records are validated in this process, without starting any).
 
-    Workers are forked with the store open: they never touch it, and end with ``os._exit``.
+    Where workers are forked (Linux), they inherit the open store: they never touch it.
     """
 
     def __init__(self) -> None:
@@ -689,7 +689,7 @@ class _Writer:
             self.triggers = _drop_insert_triggers(db)
         if self.unindexed_after is None:  # after the deletes above, which can lower the largest rowid
             self.unindexed_after = (_max_rowid(db, "records"), _max_rowid(db, "solutions"))
-        # executemany: with foreign keys checked, many rows a statement was 2.5 times as slow.
+        # executemany: with foreign keys checked, faster than statements of many rows each.
         db.conn.executemany(_UPDATE_RECORD, map(_UPDATE_VALUES, [item.row for item in updated]))
         db.conn.executemany(_INSERT_RECORD, map(_RECORD_VALUES, [item.row for item in added]))
         # One statement a table: a JSON object of each record's lists by id (ids are hex digits,
