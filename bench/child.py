@@ -1,6 +1,7 @@
 """The benchmark stages that run in a process of their own, so that their peak memory is theirs.
 
     python bench/child.py RESULT.json ingest RECORDS.jsonl DB FAMILIES.toml
+    python bench/child.py RESULT.json reingest RECORDS.jsonl EDITED.jsonl DB
     python bench/child.py RESULT.json build DB OUT
     python bench/child.py RESULT.json rebuild DB OUT CHANGED.jsonl FAMILIES.toml
     python bench/child.py RESULT.json export DB OUT
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import resource
 import sys
 import time
@@ -65,10 +67,22 @@ def _records(jsonl: Path):
 def ingest(jsonl: str, db: str, families: str) -> dict:
     """A first ingest of every record into a new store (validation and normalisation included)."""
     from errordb.store import ingest as ingest_records
-    from errordb.workers import worker_count
 
     report = ingest_records([jsonl], db, families_path=families)
-    return {"seconds": report.seconds, "records": report.added, "workers": worker_count()}
+    return {"seconds": report.seconds, "records": report.added, "workers": os.cpu_count() or 1}
+
+
+def reingest(jsonl: str, edited: str, db: str) -> dict:
+    """Ingest again with ``prune``, as ``errordb serve`` does after each edit: the same records
+    (no change), then ``edited`` (the same with one record changed), then the records again to
+    leave the store as it was (not timed)."""
+    from errordb.store import ingest
+
+    same = ingest([jsonl], db, prune=True)
+    changed = ingest([edited], db, prune=True)
+    assert (same.added, same.updated, same.removed, changed.updated) == (0, 0, 0, 1), (same, changed)
+    ingest([jsonl], db, prune=True)
+    return {"same_s": same.seconds, "changed_s": changed.seconds}
 
 
 def bare_ingest(jsonl: str, db: str, rows: str) -> dict:
@@ -181,7 +195,7 @@ def bare_export(jsonl: str, out: str) -> dict:
     return {"seconds": time.perf_counter() - started, "records": count}
 
 
-STAGES = {"ingest": ingest, "bare-ingest": bare_ingest, "build": build, "rebuild": rebuild, "export": export, "bare-site": bare_site, "bare-export": bare_export}
+STAGES = {"ingest": ingest, "reingest": reingest, "bare-ingest": bare_ingest, "build": build, "rebuild": rebuild, "export": export, "bare-site": bare_site, "bare-export": bare_export}
 
 
 def main(argv: list[str]) -> None:

@@ -183,6 +183,22 @@ def _progress(label: str, total: int | None, quiet: bool):
         yield advance
 
 
+@contextlib.contextmanager
+def _stage_progress(label: str, quiet: bool):
+    """A callback ``update(stage, done, total)`` drawing one of :func:`_progress`'s bars per
+    stage, labelled ``label: stage``."""
+    with contextlib.ExitStack() as stack:
+        current: dict = {}
+
+        def update(stage: str, done: int, total: int | None) -> None:
+            if current.get("stage") != stage:
+                stack.close()  # the previous stage's bar is finished
+                current.update(stage=stage, advance=stack.enter_context(_progress(f"{label}: {stage}", total, quiet)))
+            current["advance"](done)
+
+        yield update
+
+
 def _read_lines(path: Path):
     try:
         handle = open(path, encoding="utf-8", errors="replace", newline="")
@@ -211,16 +227,15 @@ def ingest(paths: tuple[Path, ...], db_path: Path | None, prune: bool, families_
     Example:
       errordb ingest records/ --db errordb.db --prune
     """
-    from errordb.progress import StageBars, count_records, is_interactive, record_paths
+    from errordb.records.loader import count_records
+    from errordb.store import bundled_records_dir
     from errordb.store import ingest as ingest_records
 
     # The bar's total costs a walk of the files: only worth it when a bar will be drawn.
-    total = count_records(record_paths(paths)) if not quiet and is_interactive() else None
-    # Reading; when records are read in file order and staged, a second bar moves them into the store.
-    with StageBars("ingest", {None: "records", "storing": "new records"}, enabled=not quiet) as bars:
+    total = count_records(list(paths) or [bundled_records_dir()]) if not quiet and sys.stderr.isatty() else None
+    with _progress("ingest", total, quiet) as advance:
         report = ingest_records(list(paths) or None, db_path or Path("errordb.db"), prune=prune, families_path=families_path,
-                                progress=lambda done: bars.update(None, done, total),
-                                storing=lambda done, new: bars.update("storing", done, new))  # fmt: skip
+                                progress=advance)  # fmt: skip
     if not quiet:
         click.echo(f"{db_path or 'errordb.db'}: {report.summary()}", err=True)
 
@@ -666,14 +681,11 @@ def harvest(path: Path, repo: str, sha: str, out: Path, prefix: str, prune: bool
           --sha 0123456789abcdef0123456789abcdef01234567 --out records/ --prune --analyzed-at 2026-08-28
     """
     from errordb.harvest.drafts import harvest as harvest_tree
-    from errordb.progress import StageBars
 
-    # One bar per stage of the run (two passes over the files, checking drafts, writing),
-    # each with its own total and ETA; drawn only on a terminal and never with --quiet.
-    units: dict[str | None, str] = {"classes": "files", "raises": "files", "checking": "drafts", "writing": "files"}
-    with StageBars("harvest", units, enabled=not quiet) as bars:
+    # One bar per stage of the run (two passes over the files, checking drafts, writing).
+    with _stage_progress("harvest", quiet) as update:
         report = harvest_tree(path, repo=repo, sha=sha, out=out, prefix=prefix, prune=prune,
-                              analyzed_at=analyzed_at, dataset_version=dataset_version, progress=bars.update)
+                              analyzed_at=analyzed_at, dataset_version=dataset_version, progress=update)
     if report_path is not None:
         from errordb.atomic import write_text
 

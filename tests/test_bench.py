@@ -40,7 +40,7 @@ def test_every_stage_runs_and_prints_its_column(bench, tmp_path):
     assert done.returncode == 0, done.stderr
     head, rows = _table(done.stdout)
     assert head == [name for name, _, _ in bench.COLUMNS]
-    for wanted in ("ingest rec/s", "ingest peak MB", "site pages/s", "site peak MB", "1-record rebuild s", "export s", "export peak MB"):
+    for wanted in ("ingest rec/s", "re-ingest s", "ingest peak MB", "site pages/s", "site peak MB", "1-record rebuild s", "export s", "export peak MB"):
         assert any(name.startswith(wanted) for name in head), wanted
     assert len(rows) == 1 and rows[0][0] == "200"
     assert "—" not in rows[0], done.stdout  # every stage was measured
@@ -84,6 +84,7 @@ def _healthy_row(size: int = 10_000) -> dict:
     """A row with every ratio comfortably inside its guard."""
     return {
         "size": size, "ingest_per_s": 5_000, "raw_per_s": 20_000, "raw_every_per_s": 15_000, "ingest_mb": 150, "raw_mb": 20, "db_mb": 50.0,
+        "ingest_s": size / 5_000, "reingest_same_s": 0.1, "reingest_changed_s": 0.15,
         "cold_s": 0.13, "bundled_cold_s": 0.13, "cold_mb": 29, "nomatch_s": 0.13,
         "match_p50_ms": 0.2, "match_p99_ms": 0.3, "hit_rate": 1.0, "loop_ms": 2.0, "loop_extrapolated": False,
         "site_per_s": 900, "bare_per_s": 2_000, "site_mb": 200, "bare_mb": 25, "site_s": 11.0, "rebuild_s": 1.5, "rebuild_spare_s": 1.0, "rebuild_first_s": 1.2, "rebuild_rendered": 3, "site_pages": size + 120,
@@ -108,6 +109,7 @@ def test_check_passes_healthy_numbers(bench):
         ({"export_mb": 6_000}, "bare export / export peak memory"),
         ({"ingest_per_s": 500}, "ingest share of executemany"),
         ({"ingest_mb": 3_000}, "executemany / ingest peak memory"),
+        ({"reingest_changed_s": 1.5}, "first ingest / re-ingest of one changed record"),
         ({"cold_s": 1.3}, "cold explain vs 3 records"),
         ({"hit_rate": 0.5}, "exact top hits"),
         ({"loop_ms": 0.2}, "plain loop / match p50"),

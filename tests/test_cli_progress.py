@@ -1,82 +1,23 @@
-"""Progress: a bar on a terminal, nothing on a pipe or with --quiet, one summary line at the end."""
+"""Progress: click's bar on a terminal, nothing on a pipe or with --quiet, one summary line at the end."""
 
 from __future__ import annotations
 
-import io
 import json
 import re
 
+import click.testing
+import pytest
 from click.testing import CliRunner
 from helpers import RECORDS, envelope
 
-from errordb import progress
 from errordb.cli import cli
-from errordb.progress import Progress, activity, count_records
+from errordb.records.loader import count_records
 
 
-class Terminal(io.StringIO):
-    """A stream that says it is a terminal, 80 columns wide."""
-
-    def isatty(self) -> bool:
-        return True
-
-    def fileno(self) -> int:
-        raise OSError("not a real terminal")
-
-
-def test_bar_on_a_terminal_then_erased(monkeypatch):
-    monkeypatch.setattr(progress, "REDRAW_SECONDS", 0)
-    screen = Terminal()
-    with Progress("ingest", total=4, unit="records", stream=screen) as bar:
-        bar.update(2)
-        assert screen.getvalue().startswith("\r\x1b[Kingest [")
-        assert " 50%  2/4 records" in screen.getvalue()
-        bar.update(4)
-        assert "100%  4/4 records" in screen.getvalue()
-    assert screen.getvalue().endswith("\r\x1b[K")  # the summary printed next starts on a clean line
-
-
-def test_nothing_on_a_pipe_or_when_quiet():
-    pipe = io.StringIO()
-    with Progress("ingest", total=4, stream=pipe) as bar:
-        bar.update(4)
-    assert pipe.getvalue() == ""
-    screen = Terminal()
-    with Progress("ingest", total=4, stream=screen, enabled=False) as bar:
-        bar.update(4)
-    assert screen.getvalue() == ""
-    with activity("export", stream=pipe):
-        pass
-    assert pipe.getvalue() == ""
-
-
-def test_count_without_total_and_lines_fit_the_width():
-    bar = Progress("ingest", unit="records", stream=Terminal())
-    bar.done = 12345
-    line = bar.render(80)
-    assert line.startswith("ingest  12,345 records  ") and len(line) < 80
-    narrow = Progress("a-very-long-label-for-the-work", total=10, stream=Terminal())
-    narrow.done = 5
-    assert len(narrow.render(40)) <= 39
-
-
-def test_redraws_are_throttled(monkeypatch):
-    screen = Terminal()
-    bar = Progress("ingest", total=1_000_000, stream=screen)
-    for done in range(1, 1001):
-        bar.update(done)
-    assert screen.getvalue().count("\r") <= 2  # a thousand updates in a few milliseconds: one or two draws
-
-
-def test_activity_spins_on_a_terminal_and_clears(monkeypatch):
-    monkeypatch.setattr(progress, "REDRAW_SECONDS", 0.01)
-    screen = Terminal()
-    import time
-
-    with activity("exporting", stream=screen):
-        time.sleep(0.1)
-    assert re.search(r"\r\x1b\[K. exporting  0\.\ds", screen.getvalue())
-    assert screen.getvalue().endswith("\r\x1b[K")
+@pytest.fixture
+def terminal(monkeypatch):
+    """Standard error in CliRunner says it is a terminal, to click and to errordb."""
+    monkeypatch.setattr(click.testing._NamedTextIOWrapper, "isatty", lambda self: True, raising=False)
 
 
 def test_count_records_counts_json_files_and_jsonl_lines(tmp_path):
@@ -89,25 +30,17 @@ def test_count_records_counts_json_files_and_jsonl_lines(tmp_path):
     assert count_records([tmp_path / "missing"]) is None
 
 
-def test_ingest_draws_a_bar_on_a_terminal_then_prints_the_summary(tmp_path, monkeypatch):
-    monkeypatch.setattr(progress, "is_interactive", lambda stream=None: True)
+def test_ingest_draws_a_bar_on_a_terminal_then_prints_the_summary(tmp_path, terminal):
     records = tmp_path / "records.jsonl"
     records.write_text("\n".join(json.dumps(envelope(i)) for i in ("b318b4f842689251", "ce31b31dd9a787ba")) + "\n", encoding="utf-8")
     db = tmp_path / "e.db"
     result = CliRunner().invoke(cli, ["ingest", str(records), "--db", str(db)])
     assert result.exit_code == 0, result.stderr
-    bar, summary = result.stderr.rsplit("\r\x1b[K", 1)
-    assert "ingest [" in bar and "2/2 records" in bar
-    # Read in id order, each batch goes into the store as it is read: one bar.
-    assert "storing" not in bar
-    assert re.fullmatch(rf"{re.escape(str(db))}: 2 added, 0 updated, 0 unchanged, 0 removed in \d+\.\d\ds\n", summary)
-    # Read in file order, new records are staged, then a second bar while they go into the
-    # store, drawn after the first is erased.
-    monkeypatch.setattr("errordb.id_order.IdOrder.plan", classmethod(lambda cls, paths: None))
-    staged = CliRunner().invoke(cli, ["ingest", str(records), "--db", str(tmp_path / "staged.db")])
-    assert staged.exit_code == 0, staged.stderr
-    reading, storing = staged.stderr.rsplit("\r\x1b[K", 1)[0].split("\r\x1b[Kingest: storing", 1)
-    assert "2/2 records" in reading and "2/2 new records" in storing
+    bar, summary = result.stderr.rsplit("\n", 2)[:2]
+    assert bar.startswith("\ringest  [") and bar.endswith("2/2\x1b[?25h")  # drawn in place, ends at the total
+    assert re.fullmatch(rf"{re.escape(str(db))}: 2 added, 0 updated, 0 unchanged, 0 removed in \d+\.\d\ds", summary)
+    quiet = CliRunner().invoke(cli, ["ingest", str(records), "--db", str(db), "--quiet"])
+    assert quiet.exit_code == 0 and quiet.stderr == "" and quiet.stdout == ""
 
 
 def test_ingest_on_a_pipe_prints_only_the_summary_and_quiet_nothing(tmp_path):
@@ -119,13 +52,13 @@ def test_ingest_on_a_pipe_prints_only_the_summary_and_quiet_nothing(tmp_path):
     assert quiet.exit_code == 0 and quiet.stderr == "" and quiet.stdout == ""
 
 
-def test_export_shows_activity_on_a_terminal_and_one_summary(tmp_path, monkeypatch):
+def test_export_on_a_pipe_prints_one_summary_and_quiet_nothing(tmp_path, monkeypatch):
     db = tmp_path / "e.db"
     CliRunner().invoke(cli, ["ingest", "--db", str(db), "-q"])
     result = CliRunner().invoke(cli, ["export", "--db", str(db), "--out", str(tmp_path / "api")])
     assert result.exit_code == 0 and "\r" not in result.stderr
     assert re.fullmatch(r".*api: 3 records, \d+ files, [\d.]+ MB in \d+\.\d\ds\n", result.stderr)
-    monkeypatch.setattr(progress, "is_interactive", lambda stream=None: True)
+    monkeypatch.setattr(click.testing._NamedTextIOWrapper, "isatty", lambda self: True, raising=False)
     quiet = CliRunner().invoke(cli, ["export", "--db", str(db), "--out", str(tmp_path / "api"), "--quiet"])
     assert quiet.exit_code == 0 and quiet.stderr == ""
 

@@ -499,7 +499,7 @@ def test_progress_callback_reports_each_stage_from_zero_to_its_total(tmp_path):
 
 
 def test_cli_harvest_bar_on_a_terminal_nothing_on_a_pipe_or_when_quiet(tmp_path, monkeypatch):
-    from errordb import progress
+    import click.testing
 
     root = write_tree(tmp_path / "pkg", {"a.py": 'raise ValueError("first message")\n',
                                          "b.py": 'def f(x):\n    raise ValueError(x)\n'})  # fmt: skip
@@ -513,17 +513,17 @@ def test_cli_harvest_bar_on_a_terminal_nothing_on_a_pipe_or_when_quiet(tmp_path,
     assert "\r" not in pipe.stderr and pipe.stderr.count("\n") == 1
     assert re.fullmatch(rf"{re.escape(str(tmp_path / 'piped'))}: {summary}\n", pipe.stderr)
 
-    monkeypatch.setattr(progress, "is_interactive", lambda stream=None: True)
-    monkeypatch.setattr(progress, "REDRAW_SECONDS", 0)
+    # Standard error says it is a terminal, to click and to errordb: click's bar, one per stage.
+    monkeypatch.setattr(click.testing._NamedTextIOWrapper, "isatty", lambda self: True, raising=False)
     terminal = CliRunner().invoke(cli, [*arguments, "--out", str(tmp_path / "drawn")])
     assert terminal.exit_code == 0, terminal.output
-    bars, last = terminal.stderr.rsplit("\r\x1b[K", 1)
-    assert re.fullmatch(rf"{re.escape(str(tmp_path / 'drawn'))}: {summary}\n", last)  # after the bar is erased
-    drawn = [line for line in bars.split("\r\x1b[K") if line]
-    stages = list(dict.fromkeys(line.split(" [", 1)[0] for line in drawn))
+    *bars, last = terminal.stderr.split("\x1b[?25h\n")
+    assert re.fullmatch(rf"{re.escape(str(tmp_path / 'drawn'))}: {summary}\n", last)  # after the bars
+    drawn = [line for bar in bars for line in bar.split("\r") if line]
+    stages = list(dict.fromkeys(line.split("  [", 1)[0] for line in drawn))
     assert stages == ["harvest: classes", "harvest: raises", "harvest: checking", "harvest: writing"]
-    assert any("100%  2/2 files" in line for line in drawn if line.startswith("harvest: raises"))
-    assert any("100%  1/1 drafts" in line for line in drawn if line.startswith("harvest: checking"))
+    assert any(line.endswith("2/2") for line in drawn if line.startswith("harvest: raises"))
+    assert any(line.endswith("1/1") for line in drawn if line.startswith("harvest: checking"))
 
     quiet = CliRunner().invoke(cli, [*arguments, "--out", str(tmp_path / "quiet"), "--quiet"])
     assert quiet.exit_code == 0 and quiet.stderr == "" and quiet.stdout == ""

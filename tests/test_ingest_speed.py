@@ -11,7 +11,6 @@ import pytest
 from pydantic_core import to_json
 
 import errordb.records.patterns as patterns
-import errordb.workers as workers
 from errordb.errors import RecordError
 from errordb.records.loader import load_records
 from errordb.records.schema import canonical_json
@@ -78,32 +77,6 @@ def test_validate_pattern_says_what_the_public_re2_api_says(monkeypatch, pattern
     assert verdict() == fast
 
 
-def test_ordered_map_keeps_order_and_raises_a_source_error_in_its_place():
-    def chunks():
-        yield from ([i, i + 1] for i in range(0, 20, 2))
-        raise ValueError("unreadable")
-
-    for processes in (1, 2):
-        results = []
-        with pytest.raises(ValueError, match="unreadable"):
-            with workers.OrderedMap(sum, chunks(), processes) as mapped:
-                for result in mapped:
-                    results.append(result)
-        assert results == [i + i + 1 for i in range(0, 20, 2)]
-
-
-def test_chunked_yields_the_items_before_an_error_first():
-    def items():
-        yield from range(5)
-        raise OSError("gone")
-
-    got = []
-    with pytest.raises(OSError):
-        for chunk in workers.chunked(items(), 2):
-            got.append(chunk)
-    assert got == [[0, 1], [2, 3], [4]]
-
-
 def _dump(path: Path) -> dict[str, list]:
     conn = sqlite3.connect(path)
     tables = conn.execute("SELECT name, sql LIKE '%WITHOUT ROWID' FROM sqlite_master WHERE type='table' AND name NOT LIKE '%fts%'").fetchall()
@@ -117,7 +90,7 @@ def _dump(path: Path) -> dict[str, list]:
 def test_worker_processes_store_what_one_process_stores(tmp_path, monkeypatch):
     data = write_jsonl(1200, tmp_path / "records.jsonl")  # several chunks: the workers start
     ingest([data], tmp_path / "pooled.db", families_path=FAMILIES)
-    monkeypatch.setattr(workers, "worker_count", lambda: 1)
+    monkeypatch.setattr("errordb.store.os.cpu_count", lambda: 1)  # one core: no worker
     ingest([data], tmp_path / "inline.db", families_path=FAMILIES)
     assert _dump(tmp_path / "pooled.db") == _dump(tmp_path / "inline.db")
 
@@ -133,4 +106,20 @@ def test_a_bad_record_deep_in_a_pooled_ingest_is_named_and_changes_nothing(tmp_p
     with pytest.raises(RecordError) as raised:
         ingest([data], tmp_path / "e.db", families_path=FAMILIES)
     assert str(raised.value).startswith(f"{data}:901: record {bad['record']['id']}: lineNumber: ")
+    assert not (tmp_path / "e.db").exists()
+
+
+def test_a_file_that_cannot_be_read_is_named_after_the_records_before_it(tmp_path):
+    data = write_jsonl(1200, tmp_path / "records.jsonl")
+    missing = tmp_path / "missing.jsonl"
+    with pytest.raises(RecordError, match="no such file or folder") as raised:
+        ingest([data, missing], tmp_path / "e.db", families_path=FAMILIES)
+    assert raised.value.source == str(missing)
+    # A bad record before it, validated by a worker, is named first.
+    lines = data.read_text(encoding="utf-8").splitlines()
+    lines[1100] = "{not json"
+    data.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(RecordError, match="malformed JSON") as raised:
+        ingest([data, missing], tmp_path / "e.db", families_path=FAMILIES)
+    assert raised.value.source == f"{data}:1101"
     assert not (tmp_path / "e.db").exists()

@@ -15,6 +15,7 @@ from helpers import ALL_IDS, BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERRO
 from errordb.errors import RecordError
 from errordb.records.schema import canonical_json
 from errordb.store import (
+    STORE_VERSION,
     StoreError,
     connect,
     default_db_path,
@@ -51,9 +52,8 @@ def test_round_trip_rebuilds_every_record_file_byte_for_byte(db_path):
         assert text == record_file(record_id).read_text(encoding="utf-8")
 
 
-def test_child_rows_keep_every_character_through_the_staged_json(records, tmp_path):
-    # Solutions and tips are staged as JSON and expanded by SQLite's json_each: what comes back
-    # must be the text itself, escapes and all.
+def test_child_rows_keep_every_character(records, tmp_path):
+    # What comes back must be the text itself, escapes and all.
     data = envelope(KIMI_PP_ERROR)
     tricky = ['quote " and \\ backslash', "tab\tnew\nline\r", "\u2028 \u2029 \x7f é 中文 🐍", "\\u0041 is not A", "[1, 2]"]
     data["record"]["solutions"] = tricky
@@ -213,8 +213,8 @@ def test_duplicate_slug_is_refused(records, db_path):
 
 @pytest.mark.parametrize("batch_size", [1, 2000])
 def test_duplicate_slug_is_found_across_batches(records, tmp_path, monkeypatch, batch_size):
-    # New records are staged and stored at the end: a slug taken in an earlier batch is still
-    # refused, and whatever the batches, the later file (in reading order) is the one named.
+    # A slug taken in an earlier batch is refused, and whatever the batches, the later file (in
+    # reading order) is the one named.
     monkeypatch.setattr("errordb.store.BATCH_SIZE", batch_size)
     data = envelope(BAILING_VALUE_ERROR)  # 3083cb…: read before ce31b3…
     data["record"]["slug"] = "dspark-aux-hidden-capture-requires-pp-1"
@@ -229,7 +229,7 @@ def test_duplicate_slug_is_found_across_batches(records, tmp_path, monkeypatch, 
 
 def test_a_new_record_may_take_the_slug_an_update_gives_up(records, db_path, monkeypatch):
     # The new record's file is read first, in a batch of its own, before the update that frees
-    # its slug: the store is only checked for taken slugs once every batch is in.
+    # its slug: a record whose slug is taken waits for the end of the ingest.
     monkeypatch.setattr("errordb.store.BATCH_SIZE", 1)
     freed = envelope(KIMI_PP_ERROR)["record"]["slug"]
     renamed = envelope(KIMI_PP_ERROR)
@@ -247,25 +247,13 @@ def test_a_new_record_may_take_the_slug_an_update_gives_up(records, db_path, mon
     assert solutions == len(new["record"]["solutions"])
 
 
-def _in_file_order(monkeypatch) -> None:
-    """Make ingest read in file order and stage its new records, as it does when it cannot
-    plan an id order or when appending in id order failed."""
-    monkeypatch.setattr("errordb.id_order.IdOrder.plan", classmethod(lambda cls, paths: None))
-
-
-@pytest.mark.parametrize("order", ["id", "file"])
-def test_records_are_stored_a_few_at_a_time_as_in_one_go(tmp_path, records, monkeypatch, order):
-    # One record per batch, and one appended record per full-text statement (reading in id
-    # order) or one staged record per copy statement (in file order): the same store.
+def test_records_are_stored_a_few_at_a_time_as_in_one_go(tmp_path, records, monkeypatch):
+    # One record per batch and one new record per full-text statement: the same store.
     monkeypatch.setattr("errordb.store.BATCH_SIZE", 1)
     monkeypatch.setattr("errordb.store.FULL_TEXT_EVERY", 1)
-    monkeypatch.setattr("errordb.store.STORE_CHUNK", 1)
-    if order == "file":
-        _in_file_order(monkeypatch)
-    stored: list[tuple[int, int]] = []
-    ingest([records], tmp_path / "chunked.db", storing=lambda done, total: stored.append((done, total)))
-    # Only staged records are stored after the reading, with a progress step of their own.
-    assert stored == ([(1, 3), (2, 3), (3, 3)] if order == "file" else [])
+    read: list[int] = []
+    ingest([records], tmp_path / "chunked.db", progress=read.append)
+    assert read == [1, 2, 3]
     db = connect(tmp_path / "chunked.db")
     assert {env.record.id: canonical_json(env) for env in iter_envelopes(db)} == {
         record_id: record_file(record_id).read_text(encoding="utf-8") for record_id in ALL_IDS
@@ -275,35 +263,29 @@ def test_records_are_stored_a_few_at_a_time_as_in_one_go(tmp_path, records, monk
     assert counts == {t: sum(len(envelope(i)["record"][f]) for i in ALL_IDS) for t, f in expected.items()}
     for table in ("records_fts", "solutions_fts"):
         db.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")  # raises if wrong
-    unchanged: list[tuple[int, int]] = []
-    ingest([records], tmp_path / "chunked.db", storing=lambda done, total: unchanged.append((done, total)))
-    assert unchanged == []  # nothing new: nothing to report
 
 
 def _rows(path: Path) -> dict[str, list[tuple]]:
-    """Every row of every table a store's content lies in, by rowid where tables have one.
+    """Every row of every table a store's content lies in, and what the full-text indexes hold.
     Not the index words (matchKey): they depend on the order records are counted in."""
     conn = sqlite3.connect(path)
     columns = [row[1] for row in conn.execute("PRAGMA table_info(records)") if row[1] != "matchKey"]
-    tables = {"records": f"SELECT rowid, {', '.join(columns)} FROM records ORDER BY rowid"}
-    for table in ("solutions", "prevention_tips", "record_tags", "repos", "tags", "families", "terms", "content_buckets"):
+    tables = {"records": f"SELECT {', '.join(columns)} FROM records"}
+    for table in ("solutions", "prevention_tips", "record_tags", "repos", "tags", "families", "terms"):
         tables[table] = f"SELECT * FROM {table}"
-    tables["solutions by rowid"] = "SELECT rowid, record_id, position FROM solutions ORDER BY rowid"
-    for index in ("records_fts", "solutions_fts"):
-        tables[index] = f"SELECT rowid, sz FROM {index}_docsize ORDER BY rowid"
+    tables["records_fts"] = "SELECT r.id, d.sz FROM records_fts_docsize d JOIN records r ON r.rowid = d.id"
+    tables["solutions_fts"] = "SELECT s.record_id, s.position, d.sz FROM solutions_fts_docsize d JOIN solutions s ON s.rowid = d.id"
     try:
         return {table: sorted(conn.execute(sql).fetchall(), key=repr) for table, sql in tables.items()}
     finally:
         conn.close()
 
 
-def test_reading_in_id_order_or_in_file_order_stores_the_same_rows(tmp_path, monkeypatch):
-    # Generated records in a shuffled file, 300 of them in batches of 40: appended in id order,
-    # or staged in file order and copied in id order, then updated and added to in both ways.
+def test_batches_of_any_size_store_the_same_rows(tmp_path, monkeypatch):
+    # Generated records in a shuffled file, 300 of them, in one batch or in batches of 40 (with
+    # full-text rows written every 90 new records), then updated and added to.
     import random
 
-    monkeypatch.setattr("errordb.store.BATCH_SIZE", 40)
-    monkeypatch.setattr("errordb.store.FULL_TEXT_EVERY", 90)
     envelopes = _generated(300)
     random.Random(3).shuffle(envelopes)
     first = write_jsonl(tmp_path / "first.jsonl", envelopes[:200])
@@ -311,17 +293,17 @@ def test_reading_in_id_order_or_in_file_order_stores_the_same_rows(tmp_path, mon
         item["record"]["solutions"].append("Quench the zymurgic flux.")
     second = write_jsonl(tmp_path / "second.jsonl", envelopes)
     stores = {}
-    for order in ("id", "file"):
-        if order == "file":
-            _in_file_order(monkeypatch)
-        stores[order] = tmp_path / f"{order}.db"
-        assert ingest([first], stores[order]).added == 200
-        report = ingest([second], stores[order])
+    for size in (2000, 40):
+        monkeypatch.setattr("errordb.store.BATCH_SIZE", size)
+        monkeypatch.setattr("errordb.store.FULL_TEXT_EVERY", min(size, 90))
+        stores[size] = tmp_path / f"{size}.db"
+        assert ingest([first], stores[size]).added == 200
+        report = ingest([second], stores[size])
         assert (report.added, report.updated, report.unchanged) == (100, 20, 180)
-    by_id, by_file = _rows(stores["id"]), _rows(stores["file"])
-    assert len(by_id["records"]) == 300 and len(by_id["solutions_fts"]) == len(by_id["solutions"]) > 300
-    assert by_id == by_file
-    for order, path in stores.items():
+    whole, batched = _rows(stores[2000]), _rows(stores[40])
+    assert len(whole["records"]) == 300 and len(whole["solutions_fts"]) == len(whole["solutions"]) > 300
+    assert whole == batched
+    for path in stores.values():
         conn = sqlite3.connect(path)
         for table in ("records_fts", "solutions_fts"):
             conn.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")  # raises if wrong
@@ -330,8 +312,8 @@ def test_reading_in_id_order_or_in_file_order_stores_the_same_rows(tmp_path, mon
         conn.close()
 
 
-def test_the_first_bad_record_in_file_order_is_named_though_id_order_meets_another_first(tmp_path):
-    # Read in id order, 0000… fails first; reading again in file order names line 2's record.
+def test_the_first_bad_record_in_file_order_is_named(tmp_path):
+    # The file's second record is bad, and so is its third, which has the lower id.
     envelopes = _generated(3)
     envelopes[0]["record"]["id"] = "0000000000000001"
     envelopes[0]["record"]["lineNumber"] = "soon"
@@ -342,62 +324,6 @@ def test_the_first_bad_record_in_file_order_is_named_though_id_order_meets_anoth
         ingest([path], tmp_path / "bad.db")
     assert (caught.value.source, caught.value.record_id, caught.value.field) == (f"{path}:2", "ffffffffffffff01", "errorClass")
     assert not (tmp_path / "bad.db").exists()
-
-
-def test_an_id_the_plan_cannot_read_is_ingested_in_file_order(tmp_path):
-    # "\u0030" is "0" in JSON: a valid id that the plan's look at the raw text does not see.
-    from errordb.id_order import IdOrder
-
-    envelopes = _generated(4)
-    lines = [json.dumps(item) for item in envelopes]
-    record_id = envelopes[1]["record"]["id"]
-    lines[1] = lines[1].replace(f'"id": "{record_id}"', '"id": "\\u00' + format(ord(record_id[0]), "x") + record_id[1:] + '"')
-    assert f'"id": "{record_id}"' not in lines[1]
-    path = tmp_path / "escaped.jsonl"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    assert IdOrder.plan([path]) is None
-    report = ingest([path], tmp_path / "escaped.db")
-    assert report.added == 4
-    assert get_envelope(connect(tmp_path / "escaped.db"), record_id).record.id == record_id
-
-
-def test_a_file_rewritten_between_the_plan_and_the_reading_is_read_again_in_file_order(tmp_path, monkeypatch):
-    # The plan's places go stale when the file changes under it (an editor saving while
-    # `errordb serve` ingests): what the workers read there is not JSON, and the reading in
-    # file order then takes the file as it is now.
-    from errordb.id_order import IdOrder
-
-    envelopes = _generated(6)
-    path = write_jsonl(tmp_path / "moving.jsonl", envelopes)
-    real_plan = IdOrder.plan.__func__
-
-    def plan_then_rewrite(cls, paths):
-        planned = real_plan(cls, paths)
-        envelopes[0]["record"]["documentation"] = "Rewritten after the plan. " * 40
-        write_jsonl(path, list(reversed(envelopes)))
-        return planned
-
-    monkeypatch.setattr(IdOrder, "plan", classmethod(plan_then_rewrite))
-    report = ingest([path], tmp_path / "moving.db")
-    assert report.added == 6
-    stored = get_envelope(connect(tmp_path / "moving.db"), envelopes[0]["record"]["id"])
-    assert stored.record.documentation.startswith("Rewritten after the plan.")
-
-
-def test_the_plan_reads_records_in_id_order_with_their_sources(tmp_path):
-    from errordb.id_order import IdOrder, read_places
-
-    envelopes = _generated(5)
-    lines = [json.dumps(item) for item in envelopes]
-    jsonl = tmp_path / "some.jsonl"
-    jsonl.write_text(lines[0] + "\n\n   \n" + "\n".join(lines[1:4]) + "\n", encoding="utf-8")  # lines 1, 4-6
-    single = write_envelope(tmp_path / "one", envelopes[4])
-    texts = list(read_places(IdOrder.plan([jsonl, tmp_path / "one"]).units()))
-    expected = sorted(
-        [(f"{jsonl}:{line}", text) for line, text in zip((1, 4, 5, 6), lines)] + [(str(single), single.read_text(encoding="utf-8"))],
-        key=lambda unit: json.loads(unit[1])["record"]["id"],
-    )
-    assert [(source, text.rstrip("\n")) for source, text in texts] == [(source, text.rstrip("\n")) for source, text in expected]
 
 
 def test_repositories_tags_and_families_of_every_batch_get_their_rows(tmp_path, records, monkeypatch):
@@ -448,12 +374,11 @@ def test_a_new_store_is_built_beside_its_name_and_appears_complete(tmp_path, rec
         partials = list(tmp_path.glob(".new.db.*.partial"))
         seen.update(target_exists=target.exists(), partials=[p.name for p in partials])
         seen["journal"] = db.execute("PRAGMA journal_mode").fetchone()[0]
-        seen["staging pages"] = db.execute("PRAGMA temp.page_size").fetchone()[0]
         return real_merge(db, written)
 
     monkeypatch.setattr(store, "_merge_full_text", watching)
     report = ingest([records], target)
-    assert seen == {"target_exists": False, "partials": [f".new.db.{os.getpid()}.partial"], "journal": "memory", "staging pages": 65536}
+    assert seen == {"target_exists": False, "partials": [f".new.db.{os.getpid()}.partial"], "journal": "memory"}
     assert report.added == len(ALL_IDS)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new.db", "records"]
     conn = sqlite3.connect(target)
@@ -487,7 +412,7 @@ def test_a_store_keeps_the_page_size_it_was_made_with(tmp_path, records):
 
 
 def test_an_ingest_into_an_empty_store_builds_the_same_indexes(tmp_path, records):
-    # Into an empty store the indexes are dropped and built again after the rows: none may be lost.
+    # The full-text insert triggers are dropped while records are written: none may be lost.
     from errordb.store import ensure_schema
 
     plain = connect(tmp_path / "plain.db")  # the layout as ensure_schema makes it, no ingest
@@ -608,23 +533,13 @@ def test_embedded_default_rebuilds_a_cache_whose_schema_text_is_damaged(tmp_path
     with pytest.raises(UnicodeDecodeError):
         sqlite3.connect(path).execute("PRAGMA quick_check").fetchone()
     assert default_db_path() == path
-    assert meta(open_db(path))["storeVersion"] == "3"
+    assert meta(open_db(path))["storeVersion"] == STORE_VERSION
     assert connect(path)["records"].count == 3
 
 
 def test_open_db_names_a_missing_file(tmp_path):
     with pytest.raises(StoreError, match="no such database"):
         open_db(tmp_path / "missing.db")
-
-
-def test_a_rowid_is_the_id_read_as_a_number_and_gives_the_id_back():
-    from errordb.store import record_rowid, rowid_record_id
-
-    ids = ["0000000000000000", "3083cb312003fdcc", "7fffffffffffffff", "8000000000000000", "ffffffffffffffff"]
-    rowids = [record_rowid(record_id) for record_id in ids]
-    assert rowids[0] == -(1 << 63) and rowids[-1] == (1 << 63) - 1  # SQLite's whole signed range
-    assert sorted(rowids) == rowids  # id order is rowid order
-    assert [rowid_record_id(rowid) for rowid in rowids] == ids
 
 
 def _generated(count: int) -> list[dict]:
@@ -634,15 +549,11 @@ def _generated(count: int) -> list[dict]:
     return list(module.generate(count, seed=11))
 
 
-@pytest.mark.parametrize("order", ["id", "file"])
-def test_ingest_indexes_the_text_of_new_and_changed_records_as_the_triggers_would(tmp_path, monkeypatch, order):
-    # Ingest writes the full-text rows of appended or staged records itself (the insert
-    # triggers are dropped meanwhile): seven at a time, into an empty store and into a full one.
+def test_ingest_indexes_the_text_of_new_and_changed_records_as_the_triggers_would(tmp_path, monkeypatch):
+    # Ingest writes the full-text rows of new records itself (the insert triggers are dropped
+    # meanwhile): seven at a time, into an empty store and into a full one.
     monkeypatch.setattr("errordb.store.FULL_TEXT_EVERY", 7)
-    monkeypatch.setattr("errordb.store.STORE_CHUNK", 7)
     monkeypatch.setattr("errordb.store.BATCH_SIZE", 3)
-    if order == "file":
-        _in_file_order(monkeypatch)
     envelopes = _generated(30)
 
     db_path = tmp_path / "g.db"
@@ -691,3 +602,108 @@ def test_an_ingest_that_writes_much_of_the_store_merges_its_full_text_index(tmp_
     db.execute("INSERT INTO records_fts (records_fts) VALUES ('integrity-check')")  # raises if the index is wrong
     found = db.execute("SELECT count(*) FROM records_fts WHERE records_fts MATCH 'edited'").fetchone()[0]
     assert found == 7
+
+
+def test_a_text_read_again_unchanged_is_not_validated_again(records, db_path, monkeypatch, tmp_path):
+    import errordb.store as store
+
+    edited = envelope(KIMI_PP_ERROR)
+    edited["record"]["documentation"] += " Edited."
+    write_envelope(records, edited)
+    validated: list[str] = []
+    real_prepare = store._prepare
+    monkeypatch.setattr(store, "_prepare", lambda source, text: validated.append(source) or real_prepare(source, text))
+    report = ingest([records], db_path, prune=True)
+    assert (report.added, report.updated, report.unchanged, report.removed) == (0, 1, 2, 0)
+    assert validated == [str(record_file(KIMI_PP_ERROR)).replace(str(RECORDS), str(records))]
+    # The same record in another text (its file's JSON laid out otherwise) is validated once, counted
+    # unchanged, and its text is then known too.
+    relaid = records / record_file(KIMI_VALUE_ERROR).relative_to(RECORDS)
+    relaid.write_text(json.dumps(envelope(KIMI_VALUE_ERROR), ensure_ascii=False) + "\n", encoding="utf-8")  # ", " and ": "
+    validated.clear()
+    report = ingest([records], db_path, prune=True)
+    assert (report.added, report.updated, report.unchanged, validated) == (0, 0, 3, [str(relaid)])
+    validated.clear()
+    before = file_digest(db_path)
+    assert ingest([records], db_path, prune=True).unchanged == 3 and validated == []
+    assert file_digest(db_path) == before
+    # As a line of a JSON Lines file, with its newline, a record file's text is the same text.
+    lines = tmp_path / "all.jsonl"
+    lines.write_text("".join(path.read_text(encoding="utf-8").strip() + "\n" for path in sorted(records.rglob("*.json"))), encoding="utf-8")
+    assert ingest([lines], db_path, prune=True).unchanged == 3 and validated == []
+    assert file_digest(db_path) == before
+
+
+def test_an_unchanged_text_given_twice_is_still_a_duplicate(records, db_path):
+    copy = records / "zz-copy" / f"{KIMI_PP_ERROR}.json"
+    copy.parent.mkdir()
+    copy.write_bytes(record_file(KIMI_PP_ERROR).read_bytes())  # the stored text itself
+    before = file_digest(db_path)
+    with pytest.raises(RecordError, match="duplicate id") as caught:
+        ingest([records], db_path)
+    assert (caught.value.source, caught.value.record_id) == (str(copy), KIMI_PP_ERROR)
+    assert file_digest(db_path) == before
+
+
+def test_a_store_of_an_older_layout_is_refused(tmp_path, records):
+    old = tmp_path / "old.db"
+    ingest([records], old)
+    conn = sqlite3.connect(old)
+    conn.execute("UPDATE meta SET value = '3' WHERE key = 'storeVersion'")
+    conn.commit()
+    conn.close()
+    before = file_digest(old)
+    for attempt in (lambda: open_db(old), lambda: ingest([records], old)):
+        with pytest.raises(StoreError, match=f"store layout 3, this errordb writes {STORE_VERSION}.*ingest into a new file"):
+            attempt()
+    assert file_digest(old) == before
+
+
+def _edit(envelopes: list[dict], rng, serial: int) -> None:
+    """Update, add or remove a few records (the ids spread over many buckets)."""
+    import copy
+
+    for _ in range(rng.randint(1, 4)):
+        kind = rng.choice(["update", "update", "add", "remove"])
+        index = rng.randrange(len(envelopes))
+        if kind == "update":
+            envelopes[index]["record"]["documentation"] += f" Edit {serial}."
+        elif kind == "remove" and len(envelopes) > 10:
+            del envelopes[index]
+        else:
+            new = copy.deepcopy(envelopes[index])
+            new["record"]["id"] = f"{rng.getrandbits(64):016x}"
+            new["record"]["slug"] = f"{new['record']['slug'][:30].rstrip('-')}-copy-{serial}-{rng.randrange(10**6)}"
+            envelopes.append(new)
+
+
+def test_the_content_hash_is_that_of_the_records_however_they_were_ingested(tmp_path):
+    import random
+
+    rng = random.Random(8)
+    envelopes = _generated(300)
+    db = tmp_path / "e.db"
+    ingest([write_jsonl(tmp_path / "first.jsonl", envelopes)], db, prune=True)
+    hashes = {meta(open_db(db))["contentHash"]}
+    for serial in range(5):
+        _edit(envelopes, rng, serial)
+        ingest([write_jsonl(tmp_path / f"step-{serial}.jsonl", envelopes)], db, prune=True)
+        hashes.add(meta(open_db(db))["contentHash"])
+    assert len(hashes) == 6  # every change changed it
+    fresh = tmp_path / "fresh.db"
+    ingest([write_jsonl(tmp_path / "fresh.jsonl", list(reversed(envelopes)))], fresh)
+    assert meta(open_db(fresh))["contentHash"] == meta(open_db(db))["contentHash"]
+
+
+def test_the_content_hash_is_what_docs_api_md_says(tmp_path):
+    from errordb.store import iter_record_files
+
+    db = tmp_path / "e.db"
+    ingest([write_jsonl(tmp_path / "first.jsonl", _generated(80))], db)
+    store = open_db(db)
+    buckets: dict[str, hashlib._Hash] = {}
+    for record_id, data in iter_record_files(store):  # in id order
+        line = f"{record_id}:{hashlib.sha256(data).hexdigest()}\n"
+        buckets.setdefault(record_id[:3], hashlib.sha256()).update(line.encode())
+    whole = hashlib.sha256("".join(f"{bucket}:{digest.hexdigest()}\n" for bucket, digest in sorted(buckets.items())).encode())
+    assert meta(store)["contentHash"] == whole.hexdigest()

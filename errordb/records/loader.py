@@ -70,6 +70,30 @@ def record_files(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Path]:
             raise RecordError(_name(path), None, None, "no such file or folder")
 
 
+def count_records(paths: Iterable[str | os.PathLike[str]]) -> int | None:
+    """How many records the files under ``paths`` hold, cheaply (a progress bar's total).
+
+    A ``.json`` file is one record; a ``.jsonl`` file is counted by its newlines (read in 1 MiB
+    blocks, far faster than parsing it). An estimate: blank lines count too. ``None`` when the
+    paths cannot be walked (reading them then reports the problem).
+    """
+    total = 0
+    try:
+        for path in record_files(paths):
+            if path.suffix != ".jsonl":
+                total += 1
+                continue
+            with open(path, "rb") as handle:
+                last = b"\n"
+                while block := handle.read(1 << 20):
+                    total += block.count(b"\n")
+                    last = block[-1:]
+                total += last != b"\n"  # a last line without its newline
+    except (OSError, RecordError):
+        return None
+    return total
+
+
 def _distinct(paths: list[Path]) -> list[Path]:
     """``paths`` without repeats, and without those a folder among them already walks to."""
     resolved = [path.resolve() for path in paths]
@@ -270,11 +294,12 @@ def validate_envelope(source: str, data: Any) -> Envelope:
 
 
 def _field_name(loc: tuple) -> str | None:
-    """pydantic's error location as a field name: ``("record", "tags", 0)`` is ``tags[0]``."""
+    """pydantic's error location as a field name: ``("record", "tags", 0)`` is ``tags[0]``; an
+    unknown field's name is the file's text, so its control characters are escaped."""
     name = ""
     for part in loc[1:] if loc[:1] == ("record",) else loc:
         name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else str(part))
-    return name or None
+    return printable(name) or None
 
 
 def _peek_id(data: Any) -> str | None:
