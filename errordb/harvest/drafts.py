@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from errordb.records.conventions import github_url, slug_base, slug_with_suffix
 from errordb.errors import RecordError
-from errordb.harvest.scan import REASONS, HarvestError, ProgressCallback, Site, Skip, scan_tree
+from errordb.harvest.scan import REASONS, HarvestError, ProgressCallback, ScannedFile, Site, Skip, scan_tree
 
 if TYPE_CHECKING:
     from errordb.records.schema import Envelope
@@ -282,96 +282,133 @@ def harvest(
     report = HarvestReport()
     scanned, report.unparsable = scan_tree(root, prefix, step)
     report.files = len(scanned) + len(report.unparsable)
-    drafts: dict[str, dict[str, Any]] = {}
-    checked: dict[str, Envelope] = {}  # the drafts, validated and checked (slug: the base)
-    sites, done = sum(len(file.sites) for file in scanned), 0
-    step("checking", 0, sites)
-    for file in scanned:
-        report.raises += file.raises
-        report.reraises += file.reraises
-        report.via_helpers += sum(1 for site in file.sites if site.via)
-        report.skips.extend(file.skips)
-        for site in file.sites:
-            done += 1
-            step("checking", done, sites)
-            record = draft_record(site, file.lines, repo=repo, sha=sha, analyzed_at=analyzed_at)
-            envelope, problem = _check_draft(record, dataset_version)
-            if record["id"] in drafts:  # cannot happen with distinct identities; never overwrite
-                other = drafts[record["id"]]
-                problem = f"id: the same as the site at {other['filePath']}:{other['lineNumber']}"
-            if problem:
-                report.skips.append(Skip(site.file, site.line, "failed-check", problem))
-                continue
-            drafts[record["id"]] = record
-            checked[record["id"]] = envelope
-
+    run = _Run(out, repo, dataset_version, report)
+    run.check_drafts(scanned, sha, analyzed_at, step)
     existing = _read_out_tree(out)
-    in_scope = _scope(root, prefix)
-    deletes: list[Path] = []
-    final: dict[str, dict[str, Any]] = {}  # every record the tree will hold: id -> record fields
-    for rid, item in existing.items():
-        if rid in drafts:
-            continue
-        record = item.record
-        if prune and record["repo"] == repo and in_scope(record["filePath"]):
-            if is_draft(record):
-                deletes.append(item.path)
-                report.pruned += 1
-                continue
-            report.stale.append(rid)
-        final[rid] = record
-    merged: set[str] = set()
-    for rid, record in drafts.items():
-        old = existing.get(rid)
-        if old is not None:
-            if old.path != _target(out, record):
-                raise HarvestError(f"{old.path}: record {rid} is harvested again but lives outside {_target(out, record)}")
-            record = merge(record, old.validated().record.model_dump(mode="json"))
-            merged.add(rid)
-        final[rid] = record
-    ours = set(drafts)
-    _assign_slugs(final, ours)
-
-    from errordb.records.schema import Envelope, canonical_json
-
-    writes: dict[Path, str] = {}
-    for rid, record in final.items():
-        old = existing.get(rid)
-        if rid in ours:
-            target, version = _target(out, record), dataset_version
-        elif record["slug"] != old.slug:
-            # Not harvested now, but its slug must gain or lose its suffix: rewritten with it.
-            if old.path.suffix != ".json":
-                raise HarvestError(f"{old.path}: record {rid}'s slug must become {record['slug']}; it is in a JSON Lines file")
-            envelope = old.validated()
-            record = {**envelope.record.model_dump(mode="json"), "slug": record["slug"]}
-            target, version = old.path, envelope.datasetVersion
-            report.slugs_changed += 1
-        else:
-            continue
-        if rid in ours and rid not in merged:
-            # Validated and checked already; the slug is the only change (and always valid).
-            draft = checked[rid]
-            envelope = draft.model_copy(update={"record": draft.record.model_copy(update={"slug": record["slug"]})})
-        else:
-            envelope = Envelope.model_validate({"record": record, "datasetVersion": version})
-        text = canonical_json(envelope)
-        if rid in ours:
-            report.records += 1
-            if old is None:
-                report.added += 1
-            elif old.text == text:
-                report.unchanged += 1
-                continue
-            else:
-                report.updated += 1
-                report.moved += old.record["lineNumber"] != record["lineNumber"]
-        writes[target] = text
-
+    final, deletes, merged = run.plan(existing, _scope(root, prefix) if prune else None)
+    _assign_slugs(final, set(run.drafts))
+    writes = run.files(final, existing, merged)
     previous = {item.path: item.raw for item in existing.values() if item.path in writes}
     _commit(writes, deletes, previous, lambda done, total: step("writing", done, total))
     report.seconds = time.perf_counter() - started
     return report
+
+
+@dataclass
+class _Run:
+    """One harvest's drafts, from their checking to the files they become."""
+
+    out: Path
+    repo: str
+    dataset_version: str
+    report: HarvestReport
+    drafts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    checked: dict[str, Envelope] = field(default_factory=dict)  # the drafts, validated and checked (slug: the base)
+
+    def check_drafts(self, scanned: list[ScannedFile], sha: str, analyzed_at: str, step: ProgressCallback) -> None:
+        """Build, validate and check a draft of every site; a draft that fails is a skip."""
+        report = self.report
+        sites, done = sum(len(file.sites) for file in scanned), 0
+        step("checking", 0, sites)
+        for file in scanned:
+            report.raises += file.raises
+            report.reraises += file.reraises
+            report.via_helpers += sum(1 for site in file.sites if site.via)
+            report.skips.extend(file.skips)
+            for site in file.sites:
+                done += 1
+                step("checking", done, sites)
+                record = draft_record(site, file.lines, repo=self.repo, sha=sha, analyzed_at=analyzed_at)
+                envelope, problem = _check_draft(record, self.dataset_version)
+                if record["id"] in self.drafts:  # cannot happen with distinct identities; never overwrite
+                    other = self.drafts[record["id"]]
+                    problem = f"id: the same as the site at {other['filePath']}:{other['lineNumber']}"
+                if problem:
+                    report.skips.append(Skip(site.file, site.line, "failed-check", problem))
+                    continue
+                self.drafts[record["id"]] = record
+                self.checked[record["id"]] = envelope
+
+    def plan(self, existing: dict[str, _Existing], in_scope) -> tuple[dict[str, dict[str, Any]], list[Path], set[str]]:
+        """(every record the tree will hold by id, the files to delete, the ids merged with an
+        analyst's record). ``in_scope``: with --prune, whether a filePath was harvested now."""
+        deletes: list[Path] = []
+        final: dict[str, dict[str, Any]] = {}
+        for rid, item in existing.items():
+            if rid in self.drafts:
+                continue
+            record = item.record
+            if in_scope is not None and record["repo"] == self.repo and in_scope(record["filePath"]):
+                if is_draft(record):
+                    deletes.append(item.path)
+                    self.report.pruned += 1
+                    continue
+                self.report.stale.append(rid)
+            final[rid] = record
+        merged: set[str] = set()
+        for rid, record in self.drafts.items():
+            old = existing.get(rid)
+            if old is not None:
+                if old.path != _target(self.out, record):
+                    raise HarvestError(f"{old.path}: record {rid} is harvested again but lives outside {_target(self.out, record)}")
+                record = merge(record, old.validated().record.model_dump(mode="json"))
+                merged.add(rid)
+            final[rid] = record
+        return final, deletes, merged
+
+    def files(self, final: dict[str, dict[str, Any]], existing: dict[str, _Existing], merged: set[str]) -> dict[Path, str]:
+        """The text of every file to write: this run's records that changed, and other records
+        whose slug changed."""
+        writes: dict[Path, str] = {}
+        for rid, record in final.items():
+            old = existing.get(rid)
+            if rid in self.drafts:
+                text = _canonical_text(self._envelope(rid, record, rid in merged))
+                if self._count(old, record, text):
+                    writes[_target(self.out, record)] = text
+            elif record["slug"] != old.slug:
+                writes[old.path] = self._reslugged(old, record["slug"])
+        return writes
+
+    def _envelope(self, rid: str, record: dict[str, Any], merged: bool) -> Envelope:
+        from errordb.records.schema import Envelope
+
+        if merged:
+            return Envelope.model_validate({"record": record, "datasetVersion": self.dataset_version})
+        # Validated and checked already; the slug is the only change (and always valid).
+        draft = self.checked[rid]
+        return draft.model_copy(update={"record": draft.record.model_copy(update={"slug": record["slug"]})})
+
+    def _count(self, old: _Existing | None, record: dict[str, Any], text: str) -> bool:
+        """Count one of this run's records in the report; whether its file is to be written."""
+        report = self.report
+        report.records += 1
+        if old is None:
+            report.added += 1
+        elif old.text == text:
+            report.unchanged += 1
+            return False
+        else:
+            report.updated += 1
+            report.moved += old.record["lineNumber"] != record["lineNumber"]
+        return True
+
+    def _reslugged(self, old: _Existing, slug: str) -> str:
+        """Another record, not harvested now, whose slug must gain or lose its suffix."""
+        from errordb.records.schema import Envelope
+
+        if old.path.suffix != ".json":
+            raise HarvestError(f"{old.path}: record {old.record['id']}'s slug must become {slug}; it is in a JSON Lines file")
+        envelope = old.validated()
+        record = {**envelope.record.model_dump(mode="json"), "slug": slug}
+        self.report.slugs_changed += 1
+        return _canonical_text(Envelope.model_validate({"record": record, "datasetVersion": envelope.datasetVersion}))
+
+
+def _canonical_text(envelope: Envelope) -> str:
+    from errordb.records.schema import canonical_json
+
+    return canonical_json(envelope)
 
 
 def _check_draft(record: dict[str, Any], dataset_version: str) -> tuple[Envelope | None, str | None]:

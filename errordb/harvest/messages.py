@@ -252,6 +252,21 @@ def _concatenation(node: ast.BinOp, names: _Names) -> list[Template]:
 
 def _percent(text: str, right: ast.expr) -> Template:
     """``text % right``: printf-style specs become holes named after their arguments."""
+    parts, specs = _percent_parts(text)
+    values, fallbacks = _percent_values([key for key, _ in specs], right)
+    named: list[str | Hole] = []
+    index = 0
+    for part in parts:
+        if isinstance(part, Hole):
+            named.append(Hole(_placeholder(values[index], fallbacks[index]), part.may_be_empty))
+            index += 1
+        else:
+            named.append(part)
+    return tuple(named)
+
+
+def _percent_parts(text: str) -> tuple[list[str | Hole], list[tuple[str | None, str]]]:
+    """The literal text and unnamed holes of a % format string, and its specs' (key, type)."""
     specs = []
     position = 0
     parts: list[str | Hole] = []
@@ -273,34 +288,24 @@ def _percent(text: str, right: ast.expr) -> Template:
         parts.append(literal)
         literal = ""
         specs.append((match.group("key"), kind))
-        parts.append(Hole("", may_be_empty=kind not in "diouxXeEfFgGcra"))  # named below
+        parts.append(Hole("", may_be_empty=kind not in "diouxXeEfFgGcra"))  # named by _percent
     parts.append(literal)
+    return parts, specs
 
-    # Which expression each spec formats: a tuple's items, a dict's values, or the one value.
-    values: list[ast.expr | None]
-    keyed = [key for key, _ in specs if key is not None]
-    if keyed:
+
+def _percent_values(keys: list[str | None], right: ast.expr) -> tuple[list[ast.expr | None], list[str | None]]:
+    """Which expression each spec formats (a tuple's items, a dict's values, or the one value),
+    and the name to fall back on (the spec's key)."""
+    if any(key is not None for key in keys):
         mapping = _mapping(right)
-        values = [mapping.get(key) if key is not None else None for key, _ in specs]
-        fallbacks = [key for key, _ in specs]
+        return [mapping.get(key) if key is not None else None for key in keys], list(keys)
+    if isinstance(right, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in right.elts):
+        items: list[ast.expr | None] = list(right.elts)
+    elif len(keys) == 1 and not isinstance(right, ast.Tuple):
+        items = [right]
     else:
-        if isinstance(right, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in right.elts):
-            items: list[ast.expr | None] = list(right.elts)
-        elif len(specs) == 1 and not isinstance(right, ast.Tuple):
-            items = [right]
-        else:
-            items = [None] * len(specs)
-        values = (items + [None] * len(specs))[: len(specs)]
-        fallbacks = [None] * len(specs)
-    named: list[str | Hole] = []
-    index = 0
-    for part in parts:
-        if isinstance(part, Hole):
-            named.append(Hole(_placeholder(values[index], fallbacks[index]), part.may_be_empty))
-            index += 1
-        else:
-            named.append(part)
-    return tuple(named)
+        items = [None] * len(keys)
+    return (items + [None] * len(keys))[: len(keys)], [None] * len(keys)
 
 
 def _mapping(node: ast.expr) -> dict[str, ast.expr]:
