@@ -90,7 +90,7 @@ def _dump(path: Path) -> dict[str, list]:
 def test_worker_processes_store_what_one_process_stores(tmp_path, monkeypatch):
     data = write_jsonl(1200, tmp_path / "records.jsonl")  # several chunks: the workers start
     ingest([data], tmp_path / "pooled.db", families_path=FAMILIES)
-    monkeypatch.setattr("errordb.store.os.cpu_count", lambda: 1)  # one core: no worker
+    monkeypatch.setattr("errordb.store.ingestion.os.cpu_count", lambda: 1)  # one core: no worker
     ingest([data], tmp_path / "inline.db", families_path=FAMILIES)
     assert _dump(tmp_path / "pooled.db") == _dump(tmp_path / "inline.db")
 

@@ -175,7 +175,7 @@ def test_malformed_json_aborts_with_the_file_named(records, db_path):
 @pytest.mark.parametrize("batch_size", [1, 2000])
 def test_duplicate_id_across_files_is_refused(records, db_path, monkeypatch, batch_size):
     # In one batch or in two, the file read later is named, and the other file in the message.
-    monkeypatch.setattr("errordb.store.BATCH_SIZE", batch_size)
+    monkeypatch.setattr("errordb.store.ingestion.BATCH_SIZE", batch_size)
     copy = write_envelope(records, envelope(KIMI_PP_ERROR), name="zz-copy/ce31b31dd9a787ba.json")
     first = str(record_file(KIMI_PP_ERROR)).replace(str(RECORDS), str(records))
     before = file_digest(db_path)
@@ -215,7 +215,7 @@ def test_duplicate_slug_is_refused(records, db_path):
 def test_duplicate_slug_is_found_across_batches(records, tmp_path, monkeypatch, batch_size):
     # A slug taken in an earlier batch is refused, and whatever the batches, the later file (in
     # reading order) is the one named.
-    monkeypatch.setattr("errordb.store.BATCH_SIZE", batch_size)
+    monkeypatch.setattr("errordb.store.ingestion.BATCH_SIZE", batch_size)
     data = envelope(BAILING_VALUE_ERROR)  # 3083cb…: read before ce31b3…
     data["record"]["slug"] = "dspark-aux-hidden-capture-requires-pp-1"
     write_envelope(records, data)
@@ -230,7 +230,7 @@ def test_duplicate_slug_is_found_across_batches(records, tmp_path, monkeypatch, 
 def test_a_new_record_may_take_the_slug_an_update_gives_up(records, db_path, monkeypatch):
     # The new record's file is read first, in a batch of its own, before the update that frees
     # its slug: a record whose slug is taken waits for the end of the ingest.
-    monkeypatch.setattr("errordb.store.BATCH_SIZE", 1)
+    monkeypatch.setattr("errordb.store.ingestion.BATCH_SIZE", 1)
     freed = envelope(KIMI_PP_ERROR)["record"]["slug"]
     renamed = envelope(KIMI_PP_ERROR)
     renamed["record"]["slug"] = "dspark-pp-1-only"
@@ -249,8 +249,8 @@ def test_a_new_record_may_take_the_slug_an_update_gives_up(records, db_path, mon
 
 def test_records_are_stored_a_few_at_a_time_as_in_one_go(tmp_path, records, monkeypatch):
     # One record per batch and one new record per full-text statement: the same store.
-    monkeypatch.setattr("errordb.store.BATCH_SIZE", 1)
-    monkeypatch.setattr("errordb.store.FULL_TEXT_EVERY", 1)
+    monkeypatch.setattr("errordb.store.ingestion.BATCH_SIZE", 1)
+    monkeypatch.setattr("errordb.store.ingestion.FULL_TEXT_EVERY", 1)
     read: list[int] = []
     ingest([records], tmp_path / "chunked.db", progress=read.append)
     assert read == [1, 2, 3]
@@ -294,8 +294,8 @@ def test_batches_of_any_size_store_the_same_rows(tmp_path, monkeypatch):
     second = write_jsonl(tmp_path / "second.jsonl", envelopes)
     stores = {}
     for size in (2000, 40):
-        monkeypatch.setattr("errordb.store.BATCH_SIZE", size)
-        monkeypatch.setattr("errordb.store.FULL_TEXT_EVERY", min(size, 90))
+        monkeypatch.setattr("errordb.store.ingestion.BATCH_SIZE", size)
+        monkeypatch.setattr("errordb.store.ingestion.FULL_TEXT_EVERY", min(size, 90))
         stores[size] = tmp_path / f"{size}.db"
         assert ingest([first], stores[size]).added == 200
         report = ingest([second], stores[size])
@@ -332,7 +332,7 @@ def test_repositories_tags_and_families_of_every_batch_get_their_rows(tmp_path, 
     no_families = tmp_path / "no-families.toml"
     whole = tmp_path / "whole.db"
     ingest([records], whole, families_path=no_families)
-    monkeypatch.setattr("errordb.store.BATCH_SIZE", 1)
+    monkeypatch.setattr("errordb.store.ingestion.BATCH_SIZE", 1)
     one_by_one = tmp_path / "one-by-one.db"
     ingest([records], one_by_one, families_path=no_families)
     for table in ("repos", "tags", "families"):
@@ -364,7 +364,7 @@ def _schema(path: Path) -> list[tuple[str, str]]:
 
 
 def test_a_new_store_is_built_beside_its_name_and_appears_complete(tmp_path, records, monkeypatch):
-    import errordb.store as store
+    from errordb.store import ingestion as store
 
     target = tmp_path / "new.db"
     seen = {}
@@ -390,7 +390,7 @@ def test_a_new_store_is_built_beside_its_name_and_appears_complete(tmp_path, rec
 
 
 def test_a_store_keeps_the_page_size_it_was_made_with(tmp_path, records):
-    import errordb.store as store
+    from errordb.store import database as store
 
     made = connect(tmp_path / "made.db")  # as `errordb` makes an empty store
     store.ensure_schema(made)
@@ -444,7 +444,7 @@ def test_a_killed_ingests_partial_store_is_removed_by_the_next_one(tmp_path, rec
 
 
 def test_a_store_another_process_made_meanwhile_is_not_replaced(tmp_path, records, monkeypatch):
-    import errordb.store as store
+    from errordb.store import ingestion as store
 
     target = tmp_path / "new.db"
     real_merge = store._merge_full_text
@@ -552,8 +552,8 @@ def _generated(count: int) -> list[dict]:
 def test_ingest_indexes_the_text_of_new_and_changed_records_as_the_triggers_would(tmp_path, monkeypatch):
     # Ingest writes the full-text rows of new records itself (the insert triggers are dropped
     # meanwhile): seven at a time, into an empty store and into a full one.
-    monkeypatch.setattr("errordb.store.FULL_TEXT_EVERY", 7)
-    monkeypatch.setattr("errordb.store.BATCH_SIZE", 3)
+    monkeypatch.setattr("errordb.store.ingestion.FULL_TEXT_EVERY", 7)
+    monkeypatch.setattr("errordb.store.ingestion.BATCH_SIZE", 3)
     envelopes = _generated(30)
 
     db_path = tmp_path / "g.db"
@@ -605,7 +605,7 @@ def test_an_ingest_that_writes_much_of_the_store_merges_its_full_text_index(tmp_
 
 
 def test_a_text_read_again_unchanged_is_not_validated_again(records, db_path, monkeypatch, tmp_path):
-    import errordb.store as store
+    from errordb.store import ingestion as store
 
     edited = envelope(KIMI_PP_ERROR)
     edited["record"]["documentation"] += " Edited."

@@ -13,6 +13,7 @@ executes the code it colours: Pygments only lexes text.
 from __future__ import annotations
 
 import functools
+import re
 from html import escape
 
 from markupsafe import Markup
@@ -21,6 +22,11 @@ from pygments.lexers import BashLexer, PythonLexer, TextLexer
 from pygments.token import STANDARD_TYPES, _TokenType
 
 from errordb.text import reveal_invisible
+
+#: A line after which Pygments' Python lexer may not be back in its first state: a triple
+#: quote, a backslash at the end, or a keyword at the end whose rule reads on into the next line
+#: (prose lexed as code, in a window that starts inside a docstring).
+_SPANNING = re.compile(r'"""|\'\'\'|\\$|\b(?:class|def|from|import|as)\s*$')
 
 #: Languages the site colours; anything else is shown as plain text.
 LANGUAGES = ("python", "shell", "text")
@@ -56,11 +62,10 @@ def _highlighted(source: str, language: str) -> tuple[str, ...]:
     # Pygments lexes ~40 lines of Python in ~2 ms, most of a page's time; but lines recur (the
     # windows of one file overlap, code repeats across files), so they are lexed one at a time
     # and remembered. That gives Pygments' own colours as long as no construct spans lines: from
-    # the first line that could start one (a triple quote, a backslash at the end) on, the rest
-    # of the snippet is lexed as one text. tests/test_site_highlight.py compares the two ways
-    # over windows of real source files. (A window that starts inside a docstring lexes prose
-    # as code either way; there a keyword ending a line can colour the next line's first word.)
-    spanning = next((i for i, line in enumerate(lines) if '"""' in line or "'''" in line or line.endswith("\\")), len(lines))
+    # the first line that could start one (:data:`_SPANNING`) on, the rest of the snippet is
+    # lexed as one text. tests/test_site_highlight.py compares the two ways over windows of real
+    # source files.
+    spanning = next((i for i, line in enumerate(lines) if _SPANNING.search(line)), len(lines))
     head = [_python_line(line) for line in lines[:spanning]]
     return tuple(head + (_lexed("\n".join(lines[spanning:]), "python") if spanning < len(lines) else []))
 

@@ -71,24 +71,8 @@ TABLES: dict[str, dict[str, Any]] = {
     },
     "meta": {
         "title": "Dataset facts",
-        "description": "datasetVersion, recordCount, contentHash (SHA-256 over every record's id and content hash, "
-        "in buckets: see content_buckets) "
+        "description": "datasetVersion, recordCount, contentHash (SHA-256 over every record's id and content hash) "
         "and the store layout version.",
-    },
-    "content_buckets": {
-        "description": "The records' content hashes hashed per bucket of ids (the first three hex digits), "
-        "so an ingest rehashes only the buckets it changed; meta's contentHash is the hash of these.",
-        "hidden": True,
-    },
-    "ingests": {
-        "description": "Each ingest that changed the store: its sequence number, the store's contentHash after it, "
-        "and whether change_log lists the records it changed.",
-        "hidden": True,
-    },
-    "change_log": {
-        "description": "The records each recent ingest added, changed or removed, so the site build asks what changed "
-        "since its last build instead of comparing every record.",
-        "hidden": True,
     },
     "records_fts": {"description": "Full-text index of records (porter stemming); used by the records search box."},
     "solutions_fts": {"description": "Full-text index of solutions."},
@@ -129,6 +113,8 @@ RECORD_COLUMNS = {
     "contentHash": "SHA-256 of the record file's canonical JSON.",
     "function": "The function that encloses lineNumber in the snippet (found by reading it, never running it).",
     "matchKey": "The rarest word every matching message contains: explain looks candidates up by it.",
+    "textHash": "SHA-256 of the text the record was read from (its .json file, or its .jsonl line, stripped): "
+    "ingest does not validate that text again.",
 }
 
 CHILD_COLUMNS = {

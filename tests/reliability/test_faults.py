@@ -449,7 +449,7 @@ def test_a_full_disk_gives_one_line_and_changes_nothing(data, tiny_disk, tmp_pat
 
 def test_a_full_disk_simulated(data, tmp_path, monkeypatch):
     """Where no tmpfs can be mounted: SQLite's own full-disk error (max_page_count) and ENOSPC on write."""
-    import errordb.store as store
+    from errordb.store import ingestion as store
 
     # ingest opens its database through store.connect: that connection gets a page limit.
     db = tmp_path / "errordb.db"
@@ -544,7 +544,7 @@ def test_a_damaged_database_given_with_db_is_a_clear_one_line_error(data, tmp_pa
 
 
 def test_a_damaged_embedded_default_is_rebuilt(tmp_path, monkeypatch, figures):
-    from errordb import store
+    from errordb.store import default as store
 
     monkeypatch.setenv("ERRORDB_CACHE", str(tmp_path / "cache"))
     path = store.default_db_path()

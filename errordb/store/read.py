@@ -1,0 +1,117 @@
+"""Reading records back from the store: one at a time, or all of them a batch at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from errordb.store.database import LIST_FIELDS, SCALAR_FIELDS
+
+if TYPE_CHECKING:  # pydantic and sqlite_utils cost ~100 ms each to import: reading must not need them
+
+    import sqlite_utils
+
+    from errordb.records.schema import Envelope
+
+
+def meta(db: sqlite_utils.Database) -> dict[str, str]:
+    """The ``meta`` table as a dict (dataset version, record count, content hash)."""
+    return dict(db.execute("SELECT key, value FROM meta").fetchall())
+
+
+def get_envelope(db: sqlite_utils.Database, record_id: str) -> Envelope | None:
+    """The record with ``record_id`` rebuilt from its rows, as the file that held it."""
+    rows = list(iter_envelopes(db, where="id = ?", params=[record_id]))
+    return rows[0] if rows else None
+
+
+def get_record(db: sqlite_utils.Database, record_id: str) -> dict[str, Any] | None:
+    """The record with ``record_id`` as a plain dict (record fields plus derived columns)."""
+    rows = list(iter_record_dicts(db, where="id = ?", params=[record_id]))
+    return rows[0] if rows else None
+
+
+def find_record_id(db: sqlite_utils.Database, key: str) -> str | None:
+    """The id of the record named by ``key``: an id, a slug, or a page or JSON URL ending in one."""
+    candidates = [key.strip()]
+    tail = key.strip().rstrip("/").rsplit("/", 1)[-1]
+    candidates += [tail, tail.removesuffix(".json")]
+    for candidate in candidates:
+        row = db.execute("SELECT id FROM records WHERE id = ? OR slug = ?", [candidate, candidate]).fetchone()
+        if row:
+            return row[0]
+    return None
+
+
+DERIVED_COLUMNS = ("datasetVersion", "function", "contentHash")
+
+
+def iter_record_dicts(
+    db: sqlite_utils.Database, where: str | None = None, params: list[Any] | None = None, batch: int = 1000
+) -> Iterator[dict[str, Any]]:
+    """Every record (or those matching ``where``) as a dict with its lists, in id order, a batch at a time.
+
+    Besides the record's fields each dict has ``datasetVersion``, ``function`` and ``contentHash``.
+    """
+    columns = ", ".join(f'"{name}"' for name in (*SCALAR_FIELDS, *DERIVED_COLUMNS))
+    sql = f"SELECT {columns} FROM records"
+    if where:
+        sql += f" WHERE {where}"
+    sql += " ORDER BY id"
+    cursor = db.execute(sql, params or [])
+    while rows := cursor.fetchmany(batch):
+        lists = _child_lists(db, [row[0] for row in rows])
+        for row in rows:
+            record = dict(zip((*SCALAR_FIELDS, *DERIVED_COLUMNS), row))
+            for name in LIST_FIELDS:
+                record[name] = lists[name].get(record["id"], [])
+            yield record
+
+
+def iter_envelopes(
+    db: sqlite_utils.Database, where: str | None = None, params: list[Any] | None = None, batch: int = 1000
+) -> Iterator[Envelope]:
+    """Every record (or those matching ``where``), rebuilt as envelopes, in id order."""
+    from errordb.records.schema import Envelope, Record
+
+    for record in iter_record_dicts(db, where, params, batch):
+        version = record.pop("datasetVersion")
+        for name in DERIVED_COLUMNS[1:]:
+            del record[name]
+        # The rows were validated on the way in; constructing skips validating them again.
+        yield Envelope.model_construct(record=Record.model_construct(**record), datasetVersion=version)
+
+
+def iter_record_files(
+    db: sqlite_utils.Database, where: str | None = None, params: list[Any] | None = None, batch: int = 1000
+) -> Iterator[tuple[str, bytes]]:
+    """(id, record file) of every record (or those matching ``where``), in id order: the bytes of
+    :func:`errordb.records.schema.canonical_json` of its envelope, made from the row without a model."""
+    from pydantic_core import PydanticSerializationError, to_json
+
+    from errordb.records.schema import FIELD_NAMES, canonical_json
+
+    for record in iter_record_dicts(db, where, params, batch):
+        # The fields in the schema's order, which is the file's; the serialiser is the one
+        # canonical_json's models use (tests/test_export.py compares the two).
+        envelope = {"record": {name: record[name] for name in FIELD_NAMES}, "datasetVersion": record["datasetVersion"]}
+        try:
+            yield record["id"], to_json(envelope)
+        except PydanticSerializationError:  # text the serialiser refuses: fail, or not, as canonical_json does
+            from errordb.records.schema import Envelope, Record
+
+            model = Envelope.model_construct(record=Record.model_construct(**envelope["record"]), datasetVersion=envelope["datasetVersion"])
+            yield record["id"], canonical_json(model).encode("utf-8")
+
+
+def _child_lists(db: sqlite_utils.Database, ids: list[str]) -> dict[str, dict[str, list[str]]]:
+    marks = ",".join("?" * len(ids))
+    sources = {"solutions": ("solutions", "text"), "preventionTips": ("prevention_tips", "text"), "tags": ("record_tags", "tag")}
+    lists: dict[str, dict[str, list[str]]] = {}
+    for name, (table, column) in sources.items():
+        grouped: dict[str, list[str]] = {}
+        sql = f"SELECT record_id, {column} FROM {table} WHERE record_id IN ({marks}) ORDER BY record_id, position"
+        for record_id, value in db.execute(sql, ids):
+            grouped.setdefault(record_id, []).append(value)
+        lists[name] = grouped
+    return lists
