@@ -3,7 +3,7 @@
     python bench/child.py RESULT.json ingest RECORDS.jsonl DB FAMILIES.toml
     python bench/child.py RESULT.json reingest RECORDS.jsonl EDITED.jsonl DB
     python bench/child.py RESULT.json build DB OUT
-    python bench/child.py RESULT.json rebuild DB OUT CHANGED.jsonl FAMILIES.toml
+    python bench/child.py RESULT.json serve-edit DB EDITED.jsonl FAMILIES.toml SLUG
     python bench/child.py RESULT.json export DB OUT
     python bench/child.py RESULT.json bare-site RECORDS.jsonl OUT
     python bench/child.py RESULT.json bare-export RECORDS.jsonl OUT
@@ -15,8 +15,8 @@ to RESULT.json: its own timings and counts, and the peak memory of this process 
 children (``ru_maxrss`` of ``RUSAGE_SELF`` and ``RUSAGE_CHILDREN``, in kilobytes; the latter is
 the largest single child, e.g. one worker of the site build's process pool).
 
-Only errordb's public functions are used (``errordb.store.ingest``, ``errordb.publish.site.build_site``,
-``errordb.publish.api.export_api``, as ``errordb export`` calls it); the *bare* stages are the
+Only errordb's public functions are used (``errordb.store.ingest``, ``errordb.publish.site.build_site``
+and ``Site``, ``errordb.publish.api.export_api``, as ``errordb export`` calls it); the *bare* stages are the
 baselines and use no errordb code.
 """
 
@@ -137,20 +137,25 @@ def build(db: str, out: str) -> dict:
     from errordb.publish.site import build_site
 
     report = build_site(db, out)
-    return {"seconds": report.seconds, "pages": report.pages, "rendered": report.rendered, "workers": report.workers}
+    return {"seconds": report.seconds, "pages": report.pages, "workers": report.workers}
 
 
-def rebuild(db: str, out: str, changed: str, families: str) -> dict:
-    """Re-ingest one changed record, then build incrementally over the previous build in ``out``."""
-    from errordb.publish.site import build_site
-    from errordb.store import ingest
+def serve_edit(db: str, edited: str, families: str, slug: str) -> dict:
+    """What ``errordb serve`` does after one record was edited: ingest the records again (with
+    prune), then make the edited record's page for the next request."""
+    from errordb.publish.site import Site
+    from errordb.store import ingest, open_connection
 
     started = time.perf_counter()
-    ingest([changed], db, families_path=families)
+    report = ingest([edited], db, prune=True, families_path=families)
     ingest_s = time.perf_counter() - started
-    report = build_site(db, out, incremental=True)
-    return {"ingest_s": ingest_s, "build_s": report.seconds, "seconds": ingest_s + report.seconds,
-            "pages": report.pages, "rendered": report.rendered, "reused": report.reused, "workers": report.workers}  # fmt: skip
+    conn = open_connection(db)
+    try:
+        page = Site(conn).file(f"errors/{slug}/")
+    finally:
+        conn.close()
+    assert page is not None and b"Edited while served." in page[0] and report.updated == 1, report.summary()
+    return {"ingest_s": ingest_s, "seconds": time.perf_counter() - started}
 
 
 def export(db: str, out: str) -> dict:
@@ -195,7 +200,7 @@ def bare_export(jsonl: str, out: str) -> dict:
     return {"seconds": time.perf_counter() - started, "records": count}
 
 
-STAGES = {"ingest": ingest, "reingest": reingest, "bare-ingest": bare_ingest, "build": build, "rebuild": rebuild, "export": export, "bare-site": bare_site, "bare-export": bare_export}
+STAGES = {"ingest": ingest, "reingest": reingest, "bare-ingest": bare_ingest, "build": build, "serve-edit": serve_edit, "export": export, "bare-site": bare_site, "bare-export": bare_export}
 
 
 def main(argv: list[str]) -> None:

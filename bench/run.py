@@ -22,11 +22,9 @@ For every size it generates records (bench/generate.py, deterministic), then mea
   in one process (bench/child.py), run once before the build and once after (the faster is
   the baseline: files deleted shortly before slow down whatever creates files next, see
   :func:`discard`);
-- one-record incremental rebuild: change one record, re-ingest it, ``build_site(...,
-  incremental=True)`` over the previous build; seconds, against the full build; then the same
-  again, which starts from the spare the first rebuild kept (the steady state); then a change
-  to the record with the lowest id, the slowest case (the downloads have no earlier bytes to
-  keep; the first record of the file can fall anywhere in the id order);
+- serve after one edit: the records file with one record edited, ingested again with prune
+  and that record's page made, as ``errordb serve`` does after an edit; seconds, against the
+  full build;
 - export: seconds and peak memory of ``errordb export`` (``errordb.publish.api.export_api``),
   against ``json.dump`` of each record to its own file plus one gzipped JSON Lines file.
 
@@ -245,33 +243,6 @@ def discard(folder: Path, work: Path) -> None:
 TRASH = ".trash"
 
 
-def changed_record(jsonl: Path, out: Path, edit: str = "Edited by the incremental-rebuild benchmark.") -> Path:
-    """A one-record JSON Lines file: the first record with ``edit`` added to its documentation."""
-    with jsonl.open(encoding="utf-8") as handle:
-        envelope = json.loads(handle.readline())
-    envelope["record"]["documentation"] += " " + edit
-    out.write_text(json.dumps(envelope, ensure_ascii=False) + "\n", encoding="utf-8")
-    return out
-
-
-def first_record(jsonl: Path, out: Path, edit: str) -> Path:
-    """A one-record JSON Lines file: the record with the lowest id, with ``edit`` added to its
-    documentation. It comes first in both bulk downloads, so a change to it leaves no earlier
-    bytes to keep: the slowest one-record rebuild."""
-    lowest: tuple[str, str] | None = None
-    with jsonl.open(encoding="utf-8") as handle:
-        for line in handle:
-            found = _RECORD_ID.search(line)
-            record_id = found.group(1) if found else json.loads(line)["record"]["id"]
-            if lowest is None or record_id < lowest[0]:
-                lowest = (record_id, line)
-    assert lowest is not None, f"{jsonl}: no records"
-    envelope = json.loads(lowest[1])
-    envelope["record"]["documentation"] += " " + edit
-    out.write_text(json.dumps(envelope, ensure_ascii=False) + "\n", encoding="utf-8")
-    return out
-
-
 #: The id of a generated record, the first one on its line (bench/generate.py writes it first).
 _RECORD_ID = re.compile(r'^\{"record": ?\{"id": ?"([0-9a-f]{16})"')
 
@@ -287,11 +258,9 @@ def edited_copy(jsonl: Path, out: Path, edit: str = "Edited by the re-ingest ben
 
 
 def site_stage(jsonl: Path, db: Path, work: Path, size: int) -> dict:
-    """Full build, its bare jinja2 baseline, and a one-record incremental rebuild."""
-    from errordb.publish.site import spare_path
-
+    """Full build, its bare jinja2 baseline, and what ``errordb serve`` does after one edit."""
     bare_out, out = work / f"bare-site-{size}", work / f"site-{size}"
-    for folder in (bare_out, out, spare_path(out)):
+    for folder in (bare_out, out):
         discard(folder, work)
     # The baseline before and after the build, the faster run kept: the disk's state (files
     # deleted shortly before, see discard) weighs on whatever runs first.
@@ -300,13 +269,10 @@ def site_stage(jsonl: Path, db: Path, work: Path, size: int) -> dict:
     discard(bare_out, work)
     bare = min(bare, run_stage("bare-site", jsonl, bare_out, work=work), key=lambda run: run["seconds"])
     site_bytes, site_entries = disk_bytes(out)
-    again = run_stage("rebuild", db, out, changed_record(jsonl, work / f"changed-{size}.jsonl"), FAMILIES, work=work)
-    # The next rebuild starts from the spare the first one kept (the steady state of a site
-    # rebuilt after each change); the first one assembles a new tree beside the old.
-    edit = "Edited twice by the incremental-rebuild benchmark."
-    steady = run_stage("rebuild", db, out, changed_record(jsonl, work / f"changed-again-{size}.jsonl", edit), FAMILIES, work=work)
-    first = run_stage("rebuild", db, out, first_record(jsonl, work / f"changed-first-{size}.jsonl", edit), FAMILIES, work=work)
-    for folder in (bare_out, out, spare_path(out)):
+    edited = edited_copy(jsonl, work / f"served-{size}.jsonl", "Edited while served.")
+    slug = json.loads(edited.open(encoding="utf-8").readline())["record"]["slug"]
+    served = run_stage("serve-edit", db, edited, FAMILIES, slug, work=work)
+    for folder in (bare_out, out):
         discard(folder, work)
     return {
         "site_pages": full["pages"],
@@ -316,10 +282,7 @@ def site_stage(jsonl: Path, db: Path, work: Path, size: int) -> dict:
         "bare_per_s": bare["pages"] / bare["seconds"],
         "bare_mb": bare["peak_mb"],
         "site_s": full["seconds"],
-        "rebuild_s": again["seconds"],
-        "rebuild_rendered": again["rendered"],
-        "rebuild_spare_s": steady["seconds"],
-        "rebuild_first_s": first["seconds"],
+        "serve_edit_s": served["seconds"],
         "site_bytes_per_record": site_bytes / size,
         "site_entries_per_record": site_entries / size,
     }
@@ -376,8 +339,8 @@ def run_size(size: int, work: Path, bundled_cold: tuple[float, float], args, est
         row["skipped"]["site"] = "--skip"
     elif args.site_max is not None and size > args.site_max:
         row["skipped"]["site"] = f"above --site-max {args.site_max:,}"
-    elif reason := no_room(work, size, 2.5 * estimate["site_bytes"], 2.5 * estimate["site_inodes"]):
-        # Twice the site (the spare beside it), and the bare baseline's pages kept until the end.
+    elif reason := no_room(work, size, 1.5 * estimate["site_bytes"], 1.5 * estimate["site_inodes"]):
+        # The site, and the bare baseline's pages kept until the end.
         row["skipped"]["site"] = reason
     else:
         row.update(site_stage(jsonl, db, work, size))
@@ -418,10 +381,7 @@ COLUMNS = [
     ("top hit", "hit_rate", lambda r: f"{r['hit_rate']:.0%}"),
     ("site pages/s (÷ bare jinja2)", "site_per_s", lambda r: f"{r['site_per_s']:,.0f} ({r['site_per_s'] / r['bare_per_s']:.0%})"),
     ("site peak MB (bare)", "site_mb", lambda r: f"{r['site_mb']:.0f} ({r['bare_mb']:.0f})"),
-    ("1-record rebuild s (÷ full build, pages rendered)", "rebuild_s",
-     lambda r: f"{r['rebuild_s']:.2f} ({r['rebuild_s'] / r['site_s']:.0%}, {r['rebuild_rendered']:,})"),
-    ("again, from the spare s (÷ full build)", "rebuild_spare_s", lambda r: f"{r['rebuild_spare_s']:.2f} ({r['rebuild_spare_s'] / r['site_s']:.1%})"),
-    ("the lowest id's record, from the spare s", "rebuild_first_s", lambda r: f"{r['rebuild_first_s']:.2f}"),
+    ("serve: one edit shown s (÷ full build)", "serve_edit_s", lambda r: f"{r['serve_edit_s']:.2f} ({r['serve_edit_s'] / r['site_s']:.1%})"),
     ("export s (× dump+gzip)", "export_s", lambda r: f"{r['export_s']:.2f} ({r['export_s'] / r['bare_export_s']:.1f}×)"),
     ("export peak MB (bare)", "export_mb", lambda r: f"{r['export_mb']:.0f} ({r['bare_export_mb']:.0f})"),
 ]
@@ -451,11 +411,7 @@ GUARDS = {
     "exact top hits": (lambda r: r.get("hit_rate"), 0.95, 0),
     "site build share of bare jinja2 pages/s": (lambda r: _ratio(r, "site_per_s", "bare_per_s"), 0.01, 0),
     "bare jinja2 / site build peak memory": (lambda r: _ratio(r, "bare_mb", "site_mb"), 0.01, 0),
-    "full build / one-record rebuild": (lambda r: _ratio(r, "site_s", "rebuild_s"), 1.5, 0),
-    "full build / one-record rebuild from the spare": (lambda r: _ratio(r, "site_s", "rebuild_spare_s"), 1.5, 0),
-    "full build / the lowest id's rebuild": (lambda r: _ratio(r, "site_s", "rebuild_first_s"), 1.5, 0),
-    # Not a timer: an incremental build that stops skipping unreachable pages renders them all.
-    "pages / pages the one-record rebuild renders": (lambda r: r["site_pages"] / max(1, r["rebuild_rendered"]) if "rebuild_rendered" in r else None, 20.0, 1000),
+    "full build / serve showing one edit": (lambda r: _ratio(r, "site_s", "serve_edit_s"), 1.5, 10_000),
     "dump+gzip / export time": (lambda r: _ratio(r, "bare_export_s", "export_s"), 0.05, 0),
     "bare export / export peak memory": (lambda r: _ratio(r, "bare_export_mb", "export_mb"), 0.02, 0),
 }
@@ -483,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loop-limit", type=int, default=100_000, help="patterns the plain loop compiles at most")
     parser.add_argument("--skip", type=lambda text: [s for s in text.split(",") if s], default=[],
                         help=f"comma-separated stages to leave out at every size: {', '.join(STAGES)}")  # fmt: skip
-    parser.add_argument("--site-max", type=int, help="build the site (and rebuild it) only at sizes up to this")
+    parser.add_argument("--site-max", type=int, help="build the site only at sizes up to this")
     parser.add_argument("--work", type=Path, default=HERE / "out", help="where generated data goes")
     parser.add_argument("--check", action="store_true", help="exit 1 when a ratio is far outside its target")
     args = parser.parse_args(argv)
