@@ -18,7 +18,7 @@ from pathlib import Path
 from errordb.records.conventions import allowed_slugs, github_url, slug_base
 from errordb.errors import RecordError
 from errordb.records.families import families_for, load_families
-from errordb.records.loader import LoadedRecord, load_file, record_files
+from errordb.records.loader import LoadedRecord, bundled_records_dir, load_file, record_files
 from errordb.records.patterns import PatternError, fullmatch
 from errordb.records.schema import Record
 from errordb.records.snippet import line_at, raised_class, snippet_lines
@@ -26,8 +26,6 @@ from errordb.records.snippet import line_at, raised_class, snippet_lines
 
 def check(paths: Iterable[str | os.PathLike[str]] | None = None) -> list[RecordError]:
     """Every problem found in the records under ``paths`` (default: the bundled records)."""
-    from errordb.store import bundled_records_dir
-
     roots = [Path(p) for p in paths] if paths is not None else [bundled_records_dir()]
     problems: list[RecordError] = []
     loaded: list[LoadedRecord] = []

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from errordb.errors import RecordError
+from errordb.errors import ErrordbError, RecordError
 from errordb.text import printable
 
 if TYPE_CHECKING:  # pydantic is imported when a record is validated, not to walk a folder
@@ -309,3 +309,12 @@ def _peek_id(data: Any) -> str | None:
     if isinstance(value, str) and len(value) == 16 and all(c in "0123456789abcdef" for c in value):
         return value
     return None
+
+
+def bundled_records_dir() -> Path:
+    """The records shipped with errordb: inside the installed package, or the source checkout's."""
+    package = Path(__file__).resolve().parents[1]  # errordb/
+    for candidate in (package / "_bundled" / "records", package.parent / "records"):
+        if candidate.is_dir():
+            return candidate
+    raise ErrordbError("the bundled records are missing from this installation; pass --db")

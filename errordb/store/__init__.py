@@ -5,9 +5,10 @@ files, ``read`` reads records back, ``default`` says which store a command uses 
 default when none is given). Everything other packages use is importable from here.
 """
 
+from errordb.records.loader import bundled_records_dir
 from errordb.store.database import (
     BUSY_TIMEOUT, FTS_RECORD_COLUMNS, FTS_TOKENIZER, LIST_FIELDS, SCALAR_FIELDS, STORE_VERSION, StoreError,
-    bundled_records_dir, cache_dir, connect, connect_read_only, ensure_schema, unreadable,
+    cache_dir, connect, connect_read_only, ensure_schema, unreadable,
 )
 from errordb.store.default import default_db_path, open_connection, open_db, resolve_db_path
 from errordb.store.ingestion import IngestReport, ingest

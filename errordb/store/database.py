@@ -272,15 +272,6 @@ def _db_name(db: sqlite_utils.Database) -> str:
     return row[2] or ":memory:"
 
 
-def bundled_records_dir() -> Path:
-    """The records shipped with errordb: inside the installed package, or the source checkout's."""
-    package = Path(__file__).resolve().parents[1]  # errordb/
-    for candidate in (package / "_bundled" / "records", package.parent / "records"):
-        if candidate.is_dir():
-            return candidate
-    raise StoreError("the bundled records are missing from this installation; pass --db")
-
-
 def cache_dir() -> Path:
     """Where errordb keeps the embedded default database (``$ERRORDB_CACHE`` to move it)."""
     if os.environ.get("ERRORDB_CACHE"):

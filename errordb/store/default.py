@@ -10,8 +10,9 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from errordb.records.loader import bundled_records_dir
 from errordb.store.database import (
-    BUSY_TIMEOUT, STORE_VERSION, StoreError, _other_layout, _remove_dead_partials, _with_companions, bundled_records_dir,
+    BUSY_TIMEOUT, STORE_VERSION, StoreError, _other_layout, _remove_dead_partials, _with_companions,
     cache_dir, connect, connect_read_only, ensure_schema,
 )
 from errordb.store.ingestion import ingest

@@ -25,9 +25,10 @@ from errordb.errors import RecordError
 from errordb.records.families import Family, families_for, load_families
 from errordb.records.patterns import index_key, pattern_words, rarest_word
 from errordb.records.snippet import enclosing_function
+from errordb.records.loader import bundled_records_dir
 from errordb.store.database import (
     FTS_RECORD_COLUMNS, RECORD_COLUMNS, SCALAR_FIELDS, STORE_PAGE_SIZE, StoreError, _open, _remove_dead_partials,
-    _with_companions, bundled_records_dir, connect, ensure_schema,
+    _with_companions, connect, ensure_schema,
 )
 
 if TYPE_CHECKING:  # pydantic and sqlite_utils cost ~100 ms each to import: reading must not need them
