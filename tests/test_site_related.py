@@ -106,3 +106,29 @@ def test_candidates_come_from_capped_indexed_questions(tmp_path):
     related = R.related_records(conn, record, tags)
     assert len(related) == 5 and all(r.reasons[0].startswith("same function") for r in related)
     conn.close()
+
+
+def test_similar_wording_asks_about_rarer_words_only(tmp_path):
+    """A word in a few records' messages finds them; a word in more than MOST_WORD_MATCHES
+    records' patterns is not asked about (it says little, and reading its rows costs)."""
+    records = copy_records(tmp_path / "records")
+    rare = [f"{n:016x}" for n in range(1, 4)]
+    common = [f"{n:016x}" for n in range(100, 100 + R.MOST_WORD_MATCHES + 5)]
+    for record_id in rare + common:
+        data = envelope(KIMI_PP_ERROR)
+        word = "frobnicator" if record_id in rare else "everywhere"
+        message = f"the {word} refused request {int(record_id, 16)}"
+        data["record"].update(id=record_id, slug=f"copy-{record_id}", errorMessage=message, messagePattern=message,
+                              filePath=f"pkg/m{record_id}.py", backgroundTag=None, tags=[])  # fmt: skip
+        data["record"]["githubUrl"] = data["record"]["githubUrl"].replace("python/sglang/srt/models/kimi_k3.py", f"pkg/m{record_id}.py")
+        write_envelope(records, data)
+    path = tmp_path / "db.db"
+    ingest([records], path)
+    conn = sqlite3.connect(path)
+    record, tags = stored(conn, rare[0])
+    assert set(R.candidate_ids(conn, record, tags)) == set(rare[1:])
+    related = R.related_records(conn, record, tags)
+    assert [r.id for r in related] == rare[1:] and all("similar message" in r.reasons for r in related)
+    record, tags = stored(conn, common[0])
+    assert R.candidate_ids(conn, record, tags) == []
+    conn.close()
