@@ -122,7 +122,7 @@ class Site:
             return search_meta(count)
         if relative.startswith("search/"):
             number = int(re.sub(r"\D", "", relative))
-            return _json(pages.search_chunk(self.source, number)) if number * BATCH < max(count, 1) else None
+            return _json(pages.search_chunk(self.source, number)) if number * BATCH < count else None
         return dict(sitemaps(self.env, self.base_url, self.page_paths())).get(relative)
 
     def page_paths(self) -> Iterator[tuple[str, ...]]:
