@@ -14,6 +14,7 @@ import math
 import re
 import sqlite3
 from collections.abc import Callable, Iterator
+from itertools import islice
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +77,10 @@ class Source:
     def items(self, where: str, params: list[Any], order: str, offset: int, limit: int) -> list[dict[str, Any]]:
         sql = f"SELECT {_ITEM_SELECT} FROM records r WHERE {where} ORDER BY {order} LIMIT ? OFFSET ?"
         return [item(row) for row in self.conn.execute(sql, [*params, limit, offset])]
+
+    def all_items(self, where: str, params: list[Any], order: str) -> Iterator[dict[str, Any]]:
+        """Every item of :meth:`items`, read by one cursor."""
+        return (item(row) for row in self.conn.execute(f"SELECT {_ITEM_SELECT} FROM records r WHERE {where} ORDER BY {order}", params))
 
     def count(self, sql: str, params: list[Any] | None = None) -> int:
         return self.conn.execute(sql, params or []).fetchone()[0]
@@ -215,22 +220,27 @@ class Listing:
     entries: Callable[[int, int], list[dict[str, Any]]]
     size: int = PAGE_SIZE
     key: str = "items"  # the context's name for the page's entries
+    #: Every entry in order, read by one cursor: a build's pages without OFFSET skipping over
+    #: all the entries before each page (quadratic in a listing's length).
+    stream: Callable[[], Iterator[dict[str, Any]]] | None = None
 
     @property
     def pages(self) -> int:
         return max(1, math.ceil(self.total / self.size))
 
-    def page(self, number: int) -> Page | None:
-        """Page ``number`` (from 1), or None past the last one."""
+    def page(self, number: int, entries: list[dict[str, Any]] | None = None) -> Page | None:
+        """Page ``number`` (from 1), or None past the last one; ``entries``: its entries, if read."""
         if not 1 <= number <= self.pages:
             return None
-        entries = self.entries((number - 1) * self.size, self.size)
+        if entries is None:
+            entries = self.entries((number - 1) * self.size, self.size)
         context = {**self.base, self.key: entries, "pager": pager(self.directory, number, self.pages, self.total, self.size)}
         return P.listing_file(self.directory, number), self.template, context
 
     def all_pages(self) -> Iterator[Page]:
+        stream = self.stream() if self.stream is not None else None
         for number in range(1, self.pages + 1):
-            yield self.page(number)  # type: ignore[misc]
+            yield self.page(number, list(islice(stream, self.size)) if stream is not None else None)  # type: ignore[misc]
 
 
 def totals(source: Source) -> dict[str, int]:
@@ -262,7 +272,8 @@ def home(source: Source) -> Listing:
 def _errors(source: Source, directory: tuple[str, ...], base: dict[str, Any], where: str, params: list[Any], order: str) -> Listing:
     total = source.count(f"SELECT count(*) FROM records r WHERE {where}", params)
     base = {**base, "datasetVersion": source.dataset_version}
-    return Listing(directory, "listing.html", base, total, lambda offset, limit: source.items(where, params, order, offset, limit))
+    return Listing(directory, "listing.html", base, total, lambda offset, limit: source.items(where, params, order, offset, limit),
+                   stream=lambda: source.all_items(where, params, order))  # fmt: skip
 
 
 def all_errors(source: Source) -> Listing:
@@ -354,15 +365,26 @@ def single_pages(source: Source) -> list[Page]:
     ]
 
 
+_SEARCH_ENTRY = "SELECT slug, errorMessage, errorClass, repo, filePath, id FROM records ORDER BY id"
+
+
 def search_chunk(source: Source, number: int) -> list[list[Any]]:
     """Entries ``number`` (from 0) of the search index, :data:`PAGE_SIZE` records in id order:
     ``[slug, message, class, repo, file, id]``."""
-    sql = "SELECT slug, errorMessage, errorClass, repo, filePath, id FROM records ORDER BY id LIMIT ? OFFSET ?"
-    out = []
-    for slug, message, error_class, repo, file_path, record_id in source.conn.execute(sql, [PAGE_SIZE, number * PAGE_SIZE]):
-        P.segment(slug, "slug")
-        out.append([slug, shorten(message, 300), error_class, repo, file_path, P.record_id(record_id)])
-    return out
+    return [_search_entry(row) for row in source.conn.execute(_SEARCH_ENTRY + " LIMIT ? OFFSET ?", [PAGE_SIZE, number * PAGE_SIZE])]
+
+
+def search_chunks(source: Source) -> Iterator[list[list[Any]]]:
+    """Every :func:`search_chunk` in order, read by one cursor."""
+    cursor = source.conn.execute(_SEARCH_ENTRY)
+    while rows := cursor.fetchmany(PAGE_SIZE):
+        yield [_search_entry(row) for row in rows]
+
+
+def _search_entry(row: tuple) -> list[Any]:
+    slug, message, error_class, repo, file_path, record_id = row
+    P.segment(slug, "slug")
+    return [slug, shorten(message, 300), error_class, repo, file_path, P.record_id(record_id)]
 
 
 # A page from its path (errordb serve) -----------------------------------------------------------

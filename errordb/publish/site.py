@@ -287,8 +287,7 @@ def _run_task(task: tuple[Any, ...]) -> tuple[list[tuple[str, str]], list[tuple[
         return _render_records(worker, task[1])
     if kind == "fixed":
         rendered = [page for listing in pages.fixed_listings(source) for page in listing.all_pages()] + pages.single_pages(source)
-        chunks = (source.count("SELECT count(*) FROM records") + BATCH - 1) // BATCH
-        search = [_write(worker.staging, f"search/chunk-{n}.json", _json(pages.search_chunk(source, n))) for n in range(chunks)]
+        search = [_write(worker.staging, f"search/chunk-{n}.json", _json(chunk)) for n, chunk in enumerate(pages.search_chunks(source))]
     else:
         rendered, search = list(pages.named_listing(source, kind, task[1]).all_pages()), []
     files = [_write(worker.staging, "/".join(page[0]), site.render(page)) for page in rendered]
