@@ -64,6 +64,11 @@ class ErrordbGroup(click.Group):
         except Exception as exc:
             if ctx.params.get("debug"):
                 raise
+            from errordb.store import damage_found
+
+            db = ctx.meta.get("errordb.db")
+            if (damage := damage_found(db)) is not None:
+                _fail(ctx, f"{db}: the database file is damaged ({damage}); ingest the records into a new file", 2)
             _fail(ctx, f"internal error: {type(exc).__name__}: {exc} (run `errordb --debug ...` for the traceback)", 70)  # EX_SOFTWARE
 
 

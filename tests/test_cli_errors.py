@@ -189,3 +189,25 @@ def test_serve_takes_records_or_db_and_records_beat_the_environment(tmp_path, mo
     assert invoke(["serve", "-p", "0"], env={"ERRORDB_DB": str(db)}).exit_code == 0
     assert calls[0][:2] == (tmp_path, None)
     assert calls[1][:2] == (None, db) and calls[1][2]["host"] == "127.0.0.1" and calls[1][2]["port"] == 0
+
+
+def test_a_failure_on_a_damaged_database_blames_the_damage(monkeypatch, tmp_path):
+    # Damage SQLite reads without complaint (a flipped byte can turn a text into a blob) makes the
+    # code fail instead; the command then says what quick_check found, exit 2, as for SQLite's own errors.
+    db = tmp_path / "e.db"
+    ingest(None, db)
+    with sqlite3.connect(db) as conn:
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        index_page = conn.execute("SELECT rootpage FROM sqlite_master WHERE type = 'index' ORDER BY rootpage DESC").fetchone()[0]
+    raw = bytearray(db.read_bytes())
+    start = (index_page - 1) * page_size
+    raw[start : start + page_size] = bytes(page_size)  # an index page: stats never reads it
+    db.write_bytes(bytes(raw))
+
+    def trips(*args, **kwargs):
+        raise TypeError("cannot use a string pattern on a bytes-like object")
+
+    monkeypatch.setattr("errordb.browse.stats", trips)
+    result = invoke(["stats", "--db", str(db)])
+    assert_one_line_error(result, f"{db}: the database file is damaged (", "ingest the records into a new file")
+    assert "internal error" not in result.stderr

@@ -8,7 +8,7 @@ default when none is given). Everything other packages use is importable from he
 from errordb.records.loader import bundled_records_dir
 from errordb.store.database import (
     BUSY_TIMEOUT, FTS_RECORD_COLUMNS, FTS_TOKENIZER, LIST_FIELDS, SCALAR_FIELDS, STORE_VERSION, StoreError,
-    cache_dir, connect, connect_read_only, ensure_schema, unreadable,
+    cache_dir, connect, connect_read_only, damage_found, ensure_schema, unreadable,
 )
 from errordb.store.default import default_db_path, open_connection, open_db, resolve_db_path
 from errordb.store.ingestion import IngestReport, ingest
@@ -16,7 +16,7 @@ from errordb.store.read import find_record_id, get_envelope, get_record, iter_en
 
 __all__ = [
     "BUSY_TIMEOUT", "FTS_RECORD_COLUMNS", "FTS_TOKENIZER", "IngestReport", "LIST_FIELDS", "SCALAR_FIELDS", "STORE_VERSION",
-    "StoreError", "bundled_records_dir", "cache_dir", "connect", "connect_read_only", "default_db_path", "ensure_schema",
+    "StoreError", "bundled_records_dir", "cache_dir", "connect", "connect_read_only", "damage_found", "default_db_path", "ensure_schema",
     "find_record_id", "get_envelope", "get_record", "ingest", "iter_envelopes", "iter_record_dicts", "iter_record_files",
     "meta", "open_connection", "open_db", "resolve_db_path", "unreadable",
 ]

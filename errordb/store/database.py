@@ -214,6 +214,25 @@ def unreadable(path: str | os.PathLike[str] | None, exc: sqlite3.Error) -> Store
     return StoreError(f"{path or 'the database'}: cannot be read ({text})")
 
 
+def damage_found(path: str | os.PathLike[str] | None) -> str | None:
+    """What SQLite's ``quick_check`` finds wrong with the store at ``path`` (None: nothing).
+
+    Damage does not always make SQLite fail: a flipped byte can turn a text into a blob, which
+    the code reading it then trips over. A command that failed unexpectedly asks this first.
+    """
+    if path is None or not Path(path).is_file():
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True)) as conn:
+            rows = conn.execute("PRAGMA quick_check(1)").fetchall()
+    except sqlite3.Error as exc:
+        return str(exc)
+    if rows == [("ok",)]:
+        return None
+    # The first problem, without the "*** in database main ***" heading of attached databases.
+    return next((line for line in str(rows[0][0]).splitlines() if not line.startswith("***")), "damaged")
+
+
 def ensure_schema(db: sqlite_utils.Database) -> None:
     """Create errordb's tables, indexes and full-text search in an empty database; refuse a
     database of another layout or of another kind."""
