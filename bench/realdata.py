@@ -44,7 +44,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from generate import write_jsonl  # noqa: E402
+from generate import GENERATOR_KEY, write_jsonl  # noqa: E402
 
 import errordb  # noqa: E402
 from errordb.harvest.drafts import harvest  # noqa: E402
@@ -154,7 +154,7 @@ def main() -> None:
         work_dir = Path(work)
         real_db, generated_db = work_dir / "real.db", work_dir / "generated.db"
         count = ingest([records, bundled_records_dir()], real_db).added
-        generated = write_jsonl(count, cache / f"generated-{count}.jsonl")
+        generated = write_jsonl(count, cache / f"generated-{count}-{GENERATOR_KEY}.jsonl")
         ingest([generated], generated_db)
         best: dict[str, tuple[int, float]] = {}
         for _ in range(options.repeat):

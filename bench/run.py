@@ -60,7 +60,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from generate import sample_traceback, write_jsonl  # noqa: E402
+from generate import GENERATOR_KEY, sample_traceback, write_jsonl  # noqa: E402
 
 from errordb.explainer.match import Matcher  # noqa: E402
 from errordb.store import ingest  # noqa: E402
@@ -302,7 +302,7 @@ def export_stage(jsonl: Path, db: Path, work: Path, size: int) -> dict:
 
 def run_size(size: int, work: Path, bundled_cold: tuple[float, float], args, estimate: dict) -> dict:
     """Every stage not skipped at ``size``; ``estimate`` carries disk per record between sizes."""
-    jsonl = write_jsonl(size, work / f"records-{size}.jsonl")
+    jsonl = write_jsonl(size, work / f"records-{size}-{GENERATOR_KEY}.jsonl")
     db = work / f"errordb-{size}.db"
     db.unlink(missing_ok=True)
     ingested = run_stage("ingest", jsonl, db, FAMILIES, work=work)

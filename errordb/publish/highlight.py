@@ -70,7 +70,9 @@ def _highlighted(source: str, language: str) -> tuple[str, ...]:
     return tuple(head + (_lexed("\n".join(lines[spanning:]), "python") if spanning < len(lines) else []))
 
 
-@functools.lru_cache(maxsize=65536)
+# Room for the distinct lines of one large project's harvest (sglang: 131k, about 45 MB), so that
+# a line common to far-apart files is not lexed again.
+@functools.lru_cache(maxsize=1 << 17)
 def _python_line(line: str) -> str:
     return _lexed(line + "\n", "python")[0]
 
