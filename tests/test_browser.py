@@ -397,6 +397,26 @@ def test_scoring_helpers_agree_with_python(new_page, server):
     assert same_file("/usr/lib/python3.11/argparse.py", "Lib/argparse.py") and not same_file("/srv/app/argparse.py", "Lib/argparse.py")
 
 
+def test_the_rules_for_matches_without_frames_agree_with_python(new_page, server):
+    from errordb.explainer.match import BUILTIN_EXCEPTIONS, _own_class, literal_weight, same_file
+
+    page, _ = new_page()
+    page.goto(server)
+    patterns = ["'.*' object has no attribute '.*'", "No module named .+", "(?s).*", r"CUDA error: .*", r"Exceeded \d+ redirects\.",
+                r"shape \(\d+, [^)]+\) must match (?:[a-z_]+) here", r"(?i)Model architectures .* are not supported for now"]  # fmt: skip
+    assert page.evaluate("ps => ps.map(errordbExplain.literalWeight)", patterns) == [literal_weight(p) for p in patterns]
+    paths = [("/venv/lib/python3.11/site-packages/vllm/model_executor/models/registry.py", "python/sglang/srt/models/registry.py"),
+             ("/venv/lib/python3.11/site-packages/sglang/srt/models/registry.py", "python/sglang/srt/models/registry.py"),
+             ("/venv/lib/python3.11/site-packages/click/core.py", "src/click/core.py"), ("/x/other/core.py", "src/click/core.py"),
+             ("/srv/main.py", "main.py"), ("/srv/app/routing.py", "fastapi/routing.py")]  # fmt: skip
+    assert page.evaluate("ps => ps.map(p => errordbExplain.sameFile(p[0], p[1]))", paths) == [same_file(*p) for p in paths]
+    records = [{"errorClass": name, "filePath": path} for name, path in [
+        *((builtin, "pkg/m.py") for builtin in sorted(BUILTIN_EXCEPTIONS)),
+        ("torch.OutOfMemoryError", "python/sglang/x.py"), ("sglang.srt.errors.SchedulerError", "python/sglang/x.py"),
+        ("TooManyRedirects", "src/requests/sessions.py"), ("requests.exceptions.TooManyRedirects", "src/requests/sessions.py")]]  # fmt: skip
+    assert page.evaluate("rs => rs.map(errordbExplain.ownClass)", records) == [_own_class(r) for r in records]
+
+
 # Without JavaScript, on a phone, in the dark ------------------------------------------------------
 
 

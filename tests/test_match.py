@@ -86,8 +86,41 @@ def test_windows_paths_match_too(matcher):
 def test_class_is_compared_by_its_last_part_and_a_wrong_class_costs(matcher):
     qualified = matcher.match("builtins.NotImplementedError", "DSPARK aux hidden capture requires PP=1.", [])
     assert qualified[0].id == KIMI_PP_ERROR and qualified[0].evidence[1].kind == "class-agrees"
-    wrong = matcher.match("RuntimeError", "DSPARK aux hidden capture requires PP=1.", [])
-    assert wrong[0].score == 70 and wrong[0].evidence[1].kind == "class-differs"
+    # Another class says another raise printed these words: only a frame in the file can still tie them.
+    assert matcher.match("RuntimeError", "DSPARK aux hidden capture requires PP=1.", []) == []
+    wrong = matcher.match("RuntimeError", "DSPARK aux hidden capture requires PP=1.", kimi_frames())
+    assert wrong[0].id == KIMI_PP_ERROR and [e.kind for e in wrong[0].evidence][:3] == ["message-full", "class-differs", "frame-file"]
+
+
+def _record(pattern, error_class="ValueError", path="python/pkg/srt/models/registry.py"):
+    return {"id": "1" * 16, "slug": "s", "repo": "o/pkg", "errorClass": error_class, "errorMessage": "m",
+            "messagePattern": pattern, "filePath": path, "function": "f", "lineNumber": 10}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "pattern, error_class, exc_type, message, stands",
+    [
+        # A generic message (few literal words) from a builtin class: the interpreter says the same.
+        ("'.*' object has no attribute '.*'", "AttributeError", "AttributeError", "'NoneType' object has no attribute 'cpu'", False),
+        ("No module named .+", "ModuleNotFoundError", "ModuleNotFoundError", "No module named 'vllm._C'", False),
+        ("(?s).*", "ValueError", None, "anything at all", False),
+        # ... or a class named after another package.
+        ("CUDA out of memory", "torch.OutOfMemoryError", "torch.OutOfMemoryError", "CUDA out of memory", False),
+        # A generic message from the project's own class, and a specific message, stand alone.
+        (r"Exceeded \d+ redirects\.", "requests.exceptions.TooManyRedirects", "TooManyRedirects", "Exceeded 30 redirects.", True),
+        ("Model architectures .* are not supported for now", "ValueError", "ValueError", "Model architectures ['X'] are not supported for now", True),
+        ("Model architectures .* are not supported for now", "ValueError", None, "Model architectures ['X'] are not supported for now", True),
+    ],
+)  # fmt: skip
+def test_a_match_without_a_frame_stands_only_on_a_specific_message_or_the_projects_own_class(
+    pattern, error_class, exc_type, message, stands
+):
+    path = "src/requests/sessions.py" if "requests" in error_class else "python/pkg/srt/models/registry.py"
+    record = _record(pattern, error_class, path)
+    assert (score_candidate(record, exc_type, message, []) is not None) == stands
+    # A frame in the record's file always lets the message match count.
+    frame = F("/venv/lib/python3.11/site-packages/" + path.split("/", 1)[1], 10, "f")
+    assert score_candidate(record, exc_type, message, [frame]) is not None
 
 
 def test_message_inside_a_longer_one_is_a_partial_match(matcher):
@@ -139,6 +172,11 @@ def test_same_file_compares_trailing_components():
     assert not same_file("/other/project/kimi_k3.py", record)
     assert not same_file("/venv/sglang/srt/models/bailing_moe_v3.py", record)
     assert common_tail(r"C:\x\models\kimi_k3.py", record) == 2
+    # Two shared components are not enough for a deep path: another project's models/kimi_k3.py.
+    assert not same_file("/venv/lib/python3.11/site-packages/vllm/model_executor/models/kimi_k3.py", record)
+    # A short path drops only its source root: src/click/core.py is installed as click/core.py.
+    assert same_file("/venv/lib/python3.11/site-packages/click/core.py", "src/click/core.py")
+    assert not same_file("/venv/lib/python3.11/site-packages/other/core.py", "src/click/core.py")
 
 
 def test_catastrophic_pattern_runs_in_linear_time():
@@ -146,8 +184,9 @@ def test_catastrophic_pattern_runs_in_linear_time():
               "filePath": "x.py", "function": None, "lineNumber": 1}  # fmt: skip
     started = time.perf_counter()
     # Python's own engine backtracks exponentially on this input; RE2 answers at once.
-    assert score_candidate(record, "ValueError", "a" * 100_000 + "!", []) is None
-    match = score_candidate(record, "ValueError", "!" + "a" * 100_000, [])
+    frames = [F("/srv/x.py", 1, "f")]  # the pattern says too little to match without one
+    assert score_candidate(record, "ValueError", "a" * 100_000 + "!", frames) is None
+    match = score_candidate(record, "ValueError", "!" + "a" * 100_000, frames)
     assert match is not None and match.evidence[0].kind == "message-partial"
     assert time.perf_counter() - started < 5
 

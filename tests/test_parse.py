@@ -1643,3 +1643,49 @@ def test_every_reference_file_reads_the_same_under_every_log_prefix():
             got = parse_text(prefixed(prefix, text))
             assert [(e.exc_type, e.message, e.frames, e.role, e.chain_index, e.group_path) for e in got] == plain, (
                 prefix, text[:80])
+
+
+# Markdown around a paste (shapes seen in bench/realworld/cases/) -----------------------------
+
+FENCED = "```python\nTraceback (most recent call last):\n  File \"app.py\", line 3, in <module>\n    main()\nValueError: bad input\n```\n</details>\n\nAny idea?"
+
+
+def test_a_closing_fence_or_tag_ends_the_message():
+    (e,) = parse.parse_text(FENCED)
+    assert (e.exc_type, e.message, len(e.frames)) == ("ValueError", "bad input", 1)
+
+
+def test_a_quoted_traceback_is_read_as_if_unquoted():
+    quoted = "\n".join("> " + line if line else ">" for line in FENCED.splitlines()[1:5]) + "\n> \n> Thanks"
+    (e,) = parse.parse_text(quoted)
+    assert (e.exc_type, e.message, e.frames[0].file, e.frames[0].source) == ("ValueError", "bad input", "app.py", "main()")
+
+
+def test_pytests_failing_line_marker_is_not_a_quote():
+    text = (
+        "    def test_x():\n>       raise ValueError('boom')\nE       ValueError: boom\n\ntests/test_x.py:2: ValueError"
+    )
+    (e,) = parse.parse_text(text)
+    assert (e.exc_type, e.message) == ("ValueError", "boom")
+
+
+@pytest.mark.parametrize(
+    "prose, expected",
+    [
+        ("I get an error: `AttributeError: 'function' object has no attribute 'group'`",
+         ("AttributeError", "'function' object has no attribute 'group'")),
+        ("An error occurred:\n**ModuleNotFoundError: No module named 'vllm._C'**\nSo, why?",
+         ("ModuleNotFoundError", "No module named 'vllm._C'")),
+        ('the error, "ImportError: cannot import name \'X\' from \'y\'" appears', ("ImportError", "cannot import name 'X' from 'y'")),
+        ("print(Model.model_json_schema())\n# raises KeyError: 'Output__1'", ("KeyError", "'Output__1'")),
+        ("d = {a: 2}\n\n>>> TypeError: unhashable type: 'A'", ("TypeError", "unhashable type: 'A'")),
+    ],
+)  # fmt: skip
+def test_an_exception_named_in_prose_is_reported_when_nothing_else_is(prose, expected):
+    (e,) = parse.parse_text(prose)
+    assert (e.exc_type, e.message) == expected
+
+
+def test_a_traceback_wins_over_exceptions_named_in_prose():
+    text = "Like `KeyError: 'x'` before, but now:\n" + FENCED
+    assert [(e.exc_type, e.message) for e in parse.parse_text(text)] == [("ValueError", "bad input")]

@@ -8,12 +8,18 @@ is then verified with its real pattern, in RE2.
 
 from __future__ import annotations
 
+import builtins
+import functools
 import re
 import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
 from errordb.records.patterns import PatternError, cached_pattern, message_words
+
+BUILTIN_EXCEPTIONS = frozenset(
+    name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)
+)
 
 FULL_MATCH = 100
 PARTIAL_MATCH = 40
@@ -23,6 +29,10 @@ FRAME_FILE = 20
 FRAME_FUNCTION = 10
 FRAME_LINE = 10
 LINE_HORIZON = 200  # lines away at which a frame's line stops counting
+#: A pattern with fewer word characters of literal text than this says too little on its own
+#: ("No module named .+", "'.*' object has no attribute '.*'", "CUDA error: .*"): the
+#: interpreter and every library print such messages, so its match needs another sign.
+SPECIFIC_LITERAL = 24
 
 #: The record columns a match needs (and that renderers get along with it).
 CANDIDATE_COLUMNS = ("id", "slug", "repo", "errorClass", "errorMessage", "messagePattern", "filePath", "function", "lineNumber")
@@ -73,11 +83,13 @@ def same_file(frame_path: str, record_path: str) -> bool:
 
     Installed packages drop the repository's source root (``python/``, ``src/``) and add their
     own prefix (``site-packages/``), so the paths agree on their last components only: the
-    whole record path, or at least its file name and the folder holding it.
+    last three, or all but the first (the source root) of a shorter record path, and never
+    fewer than two. Two are not enough for a deep path: vLLM's ``models/registry.py`` is not
+    sglang's.
     """
     parts = [p for p in record_path.replace("\\", "/").split("/") if p]
     common = common_tail(frame_path, record_path)
-    if common >= min(len(parts), 2):
+    if common >= min(len(parts), max(2, min(len(parts) - 1, 3))):
         return True
     # CPython's Lib/ is installed as lib/pythonX.Y/, so a top-level standard-library module
     # (Lib/argparse.py) shares only its file name with its installed copy: accept the version
@@ -117,7 +129,46 @@ def score_candidate(record: dict[str, Any], exc_type: str | None, message: str, 
     best = _best_frame(record, frames)
     if best:
         evidence.extend(best)
+    elif not _says_enough(record, exc_type, evidence):
+        return None
     return Match(record=record, score=round(sum(e.points for e in evidence), 1), evidence=evidence)
+
+
+_LITERAL_NOISE = re.compile(r"\\[A-Za-z]|\[(?:\\.|[^\]])*\]|\(\?[A-Za-z]+\)")
+_WORD_CHARACTER = re.compile(r"\w", re.ASCII)
+
+
+@functools.lru_cache(maxsize=4096)
+def literal_weight(pattern: str) -> int:
+    """The word characters of a pattern's literal text: every ``[A-Za-z0-9_]`` but those of
+    escapes (``\\d``), character sets (``[^/]``) and inline flags (``(?s)``)."""
+    return len(_WORD_CHARACTER.findall(_LITERAL_NOISE.sub("", pattern)))
+
+
+def _says_enough(record: dict[str, Any], exc_type: str | None, evidence: list[Evidence]) -> bool:
+    """Whether a match with no frame in the record's file stands on its message and class.
+
+    It does when the pattern is specific and the class does not contradict it (a message
+    matched in full under another class was raised elsewhere; one matched inside a longer
+    message is usually quoted by a wrapping exception, whose class is its own); a generic
+    pattern stands only with an agreeing class of the project's own.
+    """
+    kinds = {e.kind for e in evidence}
+    if "class-differs" in kinds and "message-full" in kinds:
+        return False  # a partial match may be another exception quoting this one: its class differs
+    if literal_weight(record["messagePattern"]) >= SPECIFIC_LITERAL:
+        return True
+    return "class-agrees" in kinds and _own_class(record)
+
+
+def _own_class(record: dict[str, Any]) -> bool:
+    """Whether the record raises a class of its own project: not a builtin, and not one named
+    after another package (sglang raising ``torch.OutOfMemoryError`` says nothing torch does not)."""
+    name = record["errorClass"].split("(", 1)[0]
+    if short_class(name) in BUILTIN_EXCEPTIONS:
+        return False
+    package = name.split(".", 1)[0] if "." in name else None
+    return package is None or package in record["filePath"].replace("\\", "/").split("/")
 
 
 def _best_frame(record: dict[str, Any], frames: list[Any]) -> list[Evidence] | None:

@@ -101,3 +101,30 @@ def mentions_traceback(s: str) -> bool:
     return "Traceback (most recent call last)" in s or (
         s.lstrip().startswith("File ") and FRAME_RE.match(s.lstrip()) is not None
     )
+
+
+_NAME = r"((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)"
+#: An exception named inside prose, most telling first: in backticks, in bold, in double quotes,
+#: then anywhere in the line up to its end ("I get an error: `KeyError: 'x'`", "# raises KeyError: 'x'").
+_MENTION_RES = (
+    re.compile(r"`\s*" + _NAME + r": ?([^`]*?)\s*`"),
+    re.compile(r"\*\*\s*" + _NAME + r": ?(.+?)\s*\*\*"),
+    re.compile(r"[\"“]\s*" + _NAME + r": ?([^\"”]+?)\s*[\"”]"),
+    re.compile(r"(?:^|[\s(])" + _NAME + r": (.+?)\s*$"),
+)
+
+
+def find_mention(s: str, *, unmarked: bool = True) -> tuple[str, str] | None:
+    """The exception a line of prose names, as (class, message), or None.
+
+    Used only when the input holds no traceback and no exception line: then the best guess at
+    what the user hit is the exception they quoted in a sentence. The class must look like an
+    exception class out of context (:func:`is_exception_class`). ``unmarked`` False looks only
+    for names set off by backticks, bold or quotes (a log line that says "retrying after
+    ConnectionError: timeout" reports no exception).
+    """
+    for pattern in _MENTION_RES if unmarked else _MENTION_RES[:-1]:
+        for m in pattern.finditer(s):
+            if is_exception_class(m.group(1)):
+                return m.group(1), m.group(2)
+    return None

@@ -19,9 +19,9 @@ from collections.abc import Iterable, Iterator
 from itertools import islice
 from operator import itemgetter
 
-from errordb.explainer.parse.classify import mentions_traceback
+from errordb.explainer.parse.classify import CLASS_SUFFIXES, find_mention, mentions_traceback
 from errordb.explainer.parse.fastpath import BLOCK_CHARS, BLOCK_LINES, all_noise
-from errordb.explainer.parse.lines import MAX_LINE_CHARS, clean_line, strip_prefixes
+from errordb.explainer.parse.lines import MAX_LINE_CHARS, Markdown, clean_line, strip_prefixes
 from errordb.explainer.parse.parsed import ParsedException
 from errordb.explainer.parse.sink import Sink
 from errordb.explainer.parse.source import LogSource
@@ -29,6 +29,7 @@ from errordb.explainer.parse.source import LogSource
 _MAX_SOURCES = 1024  # log sources (ranks) tracked at once
 _IDLE_FLUSH_LINES = 2000  # a source silent for this many lines is finished
 _BARE_MAX_LINES = 3
+_MAX_MENTIONS = 16
 
 #: Set by the test-suite so that a parser bug fails loudly; in production a line that trips an
 #: internal error resets the parser state and parsing goes on (the parser must never raise).
@@ -49,6 +50,9 @@ class _Parser:
         # True when no source has anything open and the bare-message fallback (the first few
         # non-empty lines) is decided: then a line with no trigger (all_noise) changes nothing.
         self.quiet = False
+        self.markdown = Markdown()
+        # Exceptions named in prose (class, message, line, rank): reported when nothing else is.
+        self.mentions: list[tuple[str, str, int, str]] = []
 
     def skip(self, count: int) -> None:
         """Account for ``count`` noise lines read while quiet, without parsing them.
@@ -64,7 +68,7 @@ class _Parser:
     def feed(self, raw: str) -> None:
         self.no += 1
         no = self.no
-        line = clean_line(raw)
+        line = self.markdown.unwrap(clean_line(raw))
         content, ids, hp = strip_prefixes(line) if line else ("", [], False)
         rank = " ".join(ids)
         stripped = content.strip()
@@ -72,6 +76,10 @@ class _Parser:
             self.nonempty += 1
             if self.nonempty <= _BARE_MAX_LINES:
                 self.bare.append((stripped, no, rank))
+        if self.sink.emitted == 0 and ":" in stripped and any(suffix in stripped for suffix in CLASS_SUFFIXES):
+            mention = find_mention(stripped, unmarked=not hp)
+            if mention is not None and len(self.mentions) < _MAX_MENTIONS:
+                self.mentions.append((*mention, no, rank))
         key = rank
         if not rank and not hp and self.last_key:
             # An unprefixed line continues the previous line's source if that source is inside
@@ -121,7 +129,10 @@ class _Parser:
         for src in list(self.sources.values()):
             src.close_all()
         self.sink.release(force=True)
-        if (
+        if self.sink.emitted == 0 and self.mentions:
+            for exc_type, message, no, rank in dict.fromkeys(self.mentions):
+                self.sink.out.append(ParsedException(exc_type=exc_type, message=message, ranks=[rank] if rank else [], line_no=no))
+        elif (
             self.sink.emitted == 0
             and 0 < self.nonempty <= _BARE_MAX_LINES
             and not any(mentions_traceback(text) for text, _, _ in self.bare)

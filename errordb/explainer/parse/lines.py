@@ -165,3 +165,41 @@ def strip_prefixes(text: str) -> tuple[str, list[str], bool]:
             ids.append(source)
         text = text[m.end():]
     return text, ids, found
+
+
+# A code fence (```` ```python ````, ``~~~``) or a line of HTML tags only (``</details>``,
+# ``<summary>Logs</summary>``): markup around a paste, never part of a message.
+_FENCE_RE = re.compile(r" {0,3}(?:`{3,}|~{3,})[\w+.#-]{0,40}$")
+_TAGS_RE = re.compile(r"(?:\s*</?[a-zA-Z][\w-]{0,20}(?:\s[^<>]{0,200})?>[^<>]{0,200})*\s*</?[a-zA-Z][\w-]{0,20}(?:\s[^<>]{0,200})?>\s*$")
+_QUOTE_RE = re.compile(r"(?:> ?){1,8}")
+
+
+class Markdown:
+    """Takes off what Markdown wraps a paste in, one line at a time.
+
+    Fences and tag-only lines become empty lines, which end a message as a blank line does
+    (the closing fence of an issue's code block is not the last line of the exception's
+    message). A blockquote's ``>`` markers are removed: a line ``> text`` (one space, then
+    text) starts a quote, and while it lasts ``>`` is removed from the lines that follow (a
+    quoted frame is ``>   File ...``). pytest marks the failing source line ``>   code``, with
+    three spaces or more, and ``>>>`` is Python's prompt: neither starts a quote.
+    """
+
+    def __init__(self) -> None:
+        self.quoting = False
+
+    def unwrap(self, line: str) -> str:
+        first = line[:1]
+        if first in ("`", "~", " ") and _FENCE_RE.match(line):
+            return ""
+        if first == ">" and not line.startswith(">>>"):
+            marker = _QUOTE_RE.match(line)
+            rest = line[marker.end():]
+            if self.quoting or not rest[:1].isspace():
+                self.quoting = True
+                return rest
+        elif line.strip():
+            self.quoting = False
+        if "<" in line and ">" in line and _TAGS_RE.match(line):
+            return ""
+        return line
