@@ -291,6 +291,37 @@ def test_record_shape_window_url_and_draft(tmp_path):
     assert check([out]) == []
 
 
+def test_a_draft_names_its_qualified_function_from_the_syntax_tree(tmp_path):
+    source = ["class Registry:", "    def resolve(self, name):"]
+    source += [f"        step_{i} = {i}" for i in range(40)]  # the def is far outside the window
+    source += [
+        '        raise ValueError(f"Model architectures {name} are not supported for now")',
+        "",
+        "    class Inner:",
+        "        def check(self):",
+        '            raise KeyError("inner key")',
+        "",
+        "def outer():",
+        "    def inner():",
+        '        raise RuntimeError("in a closure")',
+        "    return inner",
+        "",
+        'raise ImportError("at module level")',
+        "",
+    ]
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "mod.py").write_text("\n".join(source), encoding="utf-8")
+    out = tmp_path / "records"
+    harvest(root, repo=REPO, sha=SHA1, out=out, prefix="lib", analyzed_at="2026-08-28")
+    found = by_message(out)
+    assert found["Model architectures {name} are not supported for now"]["functionName"] == "Registry.resolve"
+    assert found["inner key"]["functionName"] == "Registry.Inner.check"
+    assert found["in a closure"]["functionName"] == "outer.inner"
+    assert "functionName" not in found["at module level"]  # left out of the file, not written as null
+    assert check([out]) == []
+
+
 def test_same_message_twice_takes_the_suffix_and_ids_differ(tmp_path):
     root = write_tree(tmp_path / "pkg", {"a.py": '''
         def one():

@@ -1689,3 +1689,4 @@ def test_an_exception_named_in_prose_is_reported_when_nothing_else_is(prose, exp
 def test_a_traceback_wins_over_exceptions_named_in_prose():
     text = "Like `KeyError: 'x'` before, but now:\n" + FENCED
     assert [(e.exc_type, e.message) for e in parse.parse_text(text)] == [("ValueError", "bad input")]
+

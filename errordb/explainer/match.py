@@ -177,7 +177,8 @@ def _best_frame(record: dict[str, Any], frames: list[Any]) -> list[Evidence] | N
         if not same_file(frame.file or "", record["filePath"]):
             continue
         found = [Evidence("frame-file", FRAME_FILE, f"a frame is in {record['filePath']}")]
-        if record.get("function") and frame.function == record["function"]:
+        # A traceback prints a function's own name; the record may know its qualified name.
+        if record.get("function") and frame.function == record["function"].rsplit(".", 1)[-1]:
             found.append(Evidence("frame-function", FRAME_FUNCTION, f"in {frame.function}, the function that raises it"))
         if frame.line is not None:
             distance = abs(frame.line - record["lineNumber"])

@@ -43,7 +43,7 @@ ID_SCHEME = "errordb-harvest-id-1"
 DEFAULT_ANALYZED_AT = "1970-01-01"
 #: The fields a harvest owns; every other field is the analyst's and survives a re-harvest.
 MECHANICAL_FIELDS = (
-    "id", "repo", "slug", "errorMessage", "errorClass", "filePath", "lineNumber", "sourceCode",
+    "id", "repo", "slug", "errorMessage", "errorClass", "filePath", "lineNumber", "functionName", "sourceCode",
     "sourceCodeStart", "sourceCodeEnd", "githubUrl", "analyzedSha", "analyzedAt", "schemaVersion",
 )  # fmt: skip
 
@@ -141,6 +141,8 @@ def draft_record(site: Site, lines: list[str], *, repo: str, sha: str, analyzed_
         "severity": "error",
         "filePath": site.file,
         "lineNumber": site.line,
+        # A raise through a message helper is in the helper; its caller is what qualname names.
+        "functionName": None if site.via else site.qualname or None,
         "sourceCode": source,
         "sourceCodeStart": start,
         "sourceCodeEnd": end,

@@ -92,6 +92,7 @@ RECORD_COLUMNS = {
     "severity": "critical, error, warning or info.",
     "filePath": "File inside the repository that raises it.",
     "lineNumber": "Line of the raise in filePath.",
+    "functionName": "The record's qualified name of the function that raises (Class.method), when it gives one (harvested drafts do).",
     "sourceCode": "The source window around the raise (sourceCodeStart..sourceCodeEnd), quoted from "
     "the analysed repository under its own licence.",
     "sourceCodeStart": "First line of sourceCode in filePath.",
@@ -111,7 +112,7 @@ RECORD_COLUMNS = {
     "schemaVersion": "Record format version (2).",
     "datasetVersion": "Release of the dataset the record belongs to.",
     "contentHash": "SHA-256 of the record file's canonical JSON.",
-    "function": "The function that encloses lineNumber in the snippet (found by reading it, never running it).",
+    "function": "The function that raises: functionName, else the def that encloses lineNumber in the snippet (found by reading it, never running it).",
     "matchKey": "The rarest word every matching message contains: explain looks candidates up by it.",
     "textHash": "SHA-256 of the text the record was read from (its .json file, or its .jsonl line, stripped): "
     "ingest does not validate that text again.",

@@ -12,7 +12,7 @@ import json
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationInfo, field_validator, model_serializer, model_validator
 
 SUPPORTED_SCHEMA_VERSIONS = (2,)
 
@@ -69,6 +69,12 @@ class Record(BaseModel):
     severity: Literal["critical", "error", "warning", "info"]
     filePath: str = Field(min_length=1, max_length=1000, description="Path of the file inside the repo.")
     lineNumber: LineNumber
+    functionName: str | None = Field(
+        default=None,
+        pattern=_DOTTED_NAME,
+        max_length=300,
+        description="Qualified name of the function that raises (Class.method), when known; left out of the file when not.",
+    )
     sourceCode: str = Field(max_length=MAX_SOURCE)
     sourceCodeStart: LineNumber
     sourceCodeEnd: LineNumber
@@ -165,6 +171,14 @@ class Record(BaseModel):
                         "record text must not hold NUL or C1 control characters"
                     )
         return self
+
+    @model_serializer(mode="wrap")
+    def _without_unknown_function(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # functionName came after the first records: a record without it keeps its bytes.
+        data = handler(self)
+        if data.get("functionName", "") is None:
+            del data["functionName"]
+        return data
 
     @model_validator(mode="after")
     def _line_inside_window(self) -> Record:

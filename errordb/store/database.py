@@ -42,20 +42,20 @@ LIST_FIELDS = ("solutions", "preventionTips", "tags")
 
 SCALAR_FIELDS = (
     "id", "repo", "slug", "errorCode", "errorMessage", "messagePattern", "errorType", "errorClass",
-    "httpStatus", "severity", "filePath", "lineNumber", "sourceCode", "sourceCodeStart", "sourceCodeEnd",
+    "httpStatus", "severity", "filePath", "lineNumber", "functionName", "sourceCode", "sourceCodeStart", "sourceCodeEnd",
     "githubUrl", "documentation", "triggerScenarios", "commonSituations", "exampleFix", "handlingStrategy",
     "validationCode", "typeGuard", "tryCatchPattern", "backgroundTag", "analyzedSha", "analyzedAt", "schemaVersion",
 )  # fmt: skip
 
 
 #: Bumped whenever the table layout changes; a database of another layout is refused.
-STORE_VERSION = "4"
+STORE_VERSION = "5"
 
 
 RECORD_COLUMNS: dict[str, type] = {
     "id": str, "repo": str, "slug": str, "errorCode": str, "errorMessage": str,
     "messagePattern": str, "errorType": str, "errorClass": str, "httpStatus": int,
-    "severity": str, "filePath": str, "lineNumber": int, "sourceCode": str,
+    "severity": str, "filePath": str, "lineNumber": int, "functionName": str, "sourceCode": str,
     "sourceCodeStart": int, "sourceCodeEnd": int, "githubUrl": str, "documentation": str,
     "triggerScenarios": str, "commonSituations": str, "exampleFix": str,
     "handlingStrategy": str, "validationCode": str, "typeGuard": str, "tryCatchPattern": str,

@@ -220,7 +220,7 @@ def _prepare(source: str, text: str) -> Prepared:
     row = {name: getattr(record, name) for name in SCALAR_FIELDS}
     row["datasetVersion"] = envelope.datasetVersion
     row["contentHash"] = hashlib.sha256(canonical_json(envelope).encode("utf-8")).hexdigest()
-    row["function"] = enclosing_function(record.sourceCode, record.sourceCodeStart, record.lineNumber)
+    row["function"] = record.functionName or enclosing_function(record.sourceCode, record.sourceCodeStart, record.lineNumber)
     lists = json.dumps([record.solutions, record.preventionTips, record.tags], ensure_ascii=False, separators=(",", ":"))
     return Prepared(record.id, source, row, pattern_words(record.messagePattern), record.tags, lists)
 

@@ -94,13 +94,16 @@ def iter_record_files(
     for record in iter_record_dicts(db, where, params, batch):
         # The fields in the schema's order, which is the file's; the serialiser is the one
         # canonical_json's models use (tests/test_export.py compares the two).
-        envelope = {"record": {name: record[name] for name in FIELD_NAMES}, "datasetVersion": record["datasetVersion"]}
+        fields = {name: record[name] for name in FIELD_NAMES}
+        if fields["functionName"] is None:
+            del fields["functionName"]  # as Record's serialiser leaves it out
+        envelope = {"record": fields, "datasetVersion": record["datasetVersion"]}
         try:
             yield record["id"], to_json(envelope)
         except PydanticSerializationError:  # text the serialiser refuses: fail, or not, as canonical_json does
             from errordb.records.schema import Envelope, Record
 
-            model = Envelope.model_construct(record=Record.model_construct(**envelope["record"]), datasetVersion=envelope["datasetVersion"])
+            model = Envelope.model_construct(record=Record.model_construct(**{name: record[name] for name in FIELD_NAMES}), datasetVersion=envelope["datasetVersion"])
             yield record["id"], canonical_json(model).encode("utf-8")
 
 

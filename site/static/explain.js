@@ -18,7 +18,18 @@
   "use strict";
 
   var FULL_MATCH = 100, PARTIAL_MATCH = 40, CLASS_AGREES = 30, CLASS_DIFFERS = -30;
-  var FRAME_FILE = 20, FRAME_FUNCTION = 10, FRAME_LINE = 10, LINE_HORIZON = 200;
+  var FRAME_FILE = 20, FRAME_FUNCTION = 10, FRAME_LINE = 10, LINE_HORIZON = 200, SPECIFIC_LITERAL = 24;
+  // CPython's builtin exception classes (3.8 to 3.13).
+  var BUILTIN_EXCEPTIONS = new Set(("ArithmeticError AssertionError AttributeError BaseException BaseExceptionGroup " +
+    "BlockingIOError BrokenPipeError BufferError BytesWarning ChildProcessError ConnectionAbortedError ConnectionError " +
+    "ConnectionRefusedError ConnectionResetError DeprecationWarning EOFError EncodingWarning EnvironmentError Exception " +
+    "ExceptionGroup FileExistsError FileNotFoundError FloatingPointError FutureWarning GeneratorExit IOError ImportError " +
+    "ImportWarning IndentationError IndexError InterruptedError IsADirectoryError KeyError KeyboardInterrupt LookupError " +
+    "MemoryError ModuleNotFoundError NameError NotADirectoryError NotImplementedError OSError OverflowError " +
+    "PendingDeprecationWarning PermissionError ProcessLookupError PythonFinalizationError RecursionError ReferenceError " +
+    "ResourceWarning RuntimeError RuntimeWarning StopAsyncIteration StopIteration SyntaxError SyntaxWarning SystemError " +
+    "SystemExit TabError TimeoutError TypeError UnboundLocalError UnicodeDecodeError UnicodeEncodeError UnicodeError " +
+    "UnicodeTranslateError UnicodeWarning UserWarning ValueError Warning ZeroDivisionError _IncompleteInputError").split(" "));
 
   // ---------------------------------------------------------------- parsing
 
@@ -207,15 +218,15 @@
   }
 
   /**
-   * Whether a frame's file is the record's file: the paths share their last components, all of
-   * the record's path or at least its file name and folder (an installed package drops the
-   * repository's "python/" or "src/" and adds its own "site-packages/").
+   * Whether a frame's file is the record's file: the paths share their last components, the last
+   * three or all but the first of a shorter record path, never fewer than two (an installed
+   * package drops the repository's "python/" or "src/" and adds its own "site-packages/").
    */
   function sameFile(framePath, recordPath) {
     var a = components(framePath), b = components(recordPath);
     var common = 0;
     while (common < Math.min(a.length, b.length) && a[a.length - 1 - common] === b[b.length - 1 - common]) common++;
-    if (common >= Math.min(b.length, 2)) return true;
+    if (common >= Math.min(b.length, Math.max(2, Math.min(b.length - 1, 3)))) return true;
     // CPython's Lib/ is installed as lib/pythonX.Y/: Lib/argparse.py shares only its file name.
     return b.length >= 2 && b[0] === "Lib" && common === b.length - 1 &&
       a.length > common && /^python\d+(?:\.\d+)?t?$/.test(a[a.length - 1 - common]);
@@ -226,7 +237,8 @@
     frames.forEach(function (frame) { // outermost first: a later (inner) frame wins a tie
       if (!sameFile(frame.file, record.filePath)) return;
       var found = [{ kind: "frame-file", points: FRAME_FILE, detail: "a frame is in " + record.filePath }];
-      if (record["function"] && frame["function"] === record["function"]) {
+      // A traceback prints a function's own name; the record may know its qualified name.
+      if (record["function"] && frame["function"] === record["function"].split(".").pop()) {
         found.push({ kind: "frame-function", points: FRAME_FUNCTION, detail: "in " + frame["function"] + ", the function that raises it" });
       }
       if (frame.line !== null && frame.line !== undefined) {
@@ -242,6 +254,27 @@
       if (best === null || total >= best.total) best = { total: total, evidence: found };
     });
     return best ? best.evidence : [];
+  }
+
+  /** Word characters of a pattern's literal text (not of escapes, character sets, inline flags). */
+  function literalWeight(pattern) {
+    var words = String(pattern).replace(/\\[A-Za-z]|\[(?:\\.|[^\]])*\]|\(\?[A-Za-z]+\)/g, "").match(/\w/g);
+    return words ? words.length : 0;
+  }
+
+  /** Whether the record raises a class of its own project (not a builtin, not another package's). */
+  function ownClass(record) {
+    var name = record.errorClass.split("(")[0];
+    if (BUILTIN_EXCEPTIONS.has(shortClass(name))) return false;
+    return name.indexOf(".") < 0 || components(record.filePath).indexOf(name.split(".")[0]) >= 0;
+  }
+
+  /** Whether a match with no frame in the record's file stands on its message and class. */
+  function saysEnough(record, evidence) {
+    var kinds = evidence.map(function (e) { return e.kind; });
+    if (kinds.indexOf("class-differs") >= 0 && kinds.indexOf("message-full") >= 0) return false;
+    if (literalWeight(record.messagePattern) >= SPECIFIC_LITERAL) return true;
+    return kinds.indexOf("class-agrees") >= 0 && ownClass(record);
   }
 
   /** Score one record against one parsed exception; null when its pattern does not match. */
@@ -267,7 +300,9 @@
         evidence.push({ kind: "class-differs", points: CLASS_DIFFERS, detail: "raised as " + exc.type + "; the record raises " + record.errorClass });
       }
     }
-    evidence = evidence.concat(bestFrame(record, exc.frames));
+    var frameEvidence = bestFrame(record, exc.frames);
+    if (frameEvidence.length === 0 && !saysEnough(record, evidence)) return null;
+    evidence = evidence.concat(frameEvidence);
     var total = evidence.reduce(function (sum, e) { return sum + e.points; }, 0);
     return { record: record, score: round1(total), evidence: evidence };
   }
@@ -438,7 +473,7 @@
     });
   }
 
-  window.errordbExplain = { parse: parse, translate: translate, sameFile: sameFile, score: score, rank: rank, rankAll: rankAll, round1: round1, explainText: explainText };
+  window.errordbExplain = { parse: parse, translate: translate, sameFile: sameFile, literalWeight: literalWeight, ownClass: ownClass, score: score, rank: rank, rankAll: rankAll, round1: round1, explainText: explainText };
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
 })();

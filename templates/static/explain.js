@@ -237,7 +237,8 @@
     frames.forEach(function (frame) { // outermost first: a later (inner) frame wins a tie
       if (!sameFile(frame.file, record.filePath)) return;
       var found = [{ kind: "frame-file", points: FRAME_FILE, detail: "a frame is in " + record.filePath }];
-      if (record["function"] && frame["function"] === record["function"]) {
+      // A traceback prints a function's own name; the record may know its qualified name.
+      if (record["function"] && frame["function"] === record["function"].split(".").pop()) {
         found.push({ kind: "frame-function", points: FRAME_FUNCTION, detail: "in " + frame["function"] + ", the function that raises it" });
       }
       if (frame.line !== null && frame.line !== undefined) {

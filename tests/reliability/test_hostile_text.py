@@ -53,7 +53,7 @@ def hostile_envelope() -> dict:
     record = data["record"]
     record.update(
         id=HOSTILE_ID, slug="hostile-zebra", errorClass="RuntimeError", errorCode=PAYLOAD,
-        errorMessage=f"Hostile zebra {PAYLOAD}", messagePattern=r"Hostile zebra .*",
+        errorMessage=f"Hostile zebra sighted by the test suite {PAYLOAD}", messagePattern=r"Hostile zebra sighted by the test suite .*",
         filePath="evil/\x1b[2J<script>.py", documentation=f"Docs {PAYLOAD}\n\n{PAYLOAD}",
         triggerScenarios=PAYLOAD, commonSituations=PAYLOAD, solutions=[PAYLOAD, f"second {MARKUP}"],
         exampleFix=f"# before\n{PAYLOAD}\n# after\n```\n{MARKUP}", validationCode=PAYLOAD, typeGuard=PAYLOAD,
@@ -103,7 +103,7 @@ def has_show() -> bool:
 
 
 TERMINAL_COMMANDS = {
-    "explain": ["explain", "RuntimeError: Hostile zebra plain"],
+    "explain": ["explain", "RuntimeError: Hostile zebra sighted by the test suite plain"],
     "show": ["show", HOSTILE_ID],
 }
 
@@ -118,7 +118,7 @@ def test_no_escape_sequence_reaches_the_terminal(db, c1_db, command, color, figu
         assert result.exit_code == 0, result.output
         assert_terminal_safe(result.stdout, color == "--color")
         # Dropped, not the text around them: the record is still readable.
-        assert "Hostile zebra" in result.stdout and "click me" in result.stdout and "fake prompt $" in result.stdout
+        assert "Hostile zebra sighted by the test suite" in result.stdout and "click me" in result.stdout and "fake prompt $" in result.stdout
         assert "{{ 7*7 }}" in result.stdout and "<script>alert(1)</script>" in result.stdout  # literal, never evaluated
     if command == "explain" and color == "--color":
         figures.add(
@@ -146,7 +146,7 @@ def markdown_injections(markdown: str) -> list[str]:
 
 
 MARKDOWN_COMMANDS = {
-    "explain --format markdown": ["explain", "RuntimeError: Hostile zebra plain", "--format", "markdown"],
+    "explain --format markdown": ["explain", "RuntimeError: Hostile zebra sighted by the test suite plain", "--format", "markdown"],
     "show --format markdown": ["show", HOSTILE_ID, "--format", "markdown"],
 }
 
@@ -171,7 +171,7 @@ def test_markdown_output_cannot_make_links_images_or_html(db, c1_db, name, figur
         )
 
 
-@pytest.mark.parametrize("args", [["explain", "RuntimeError: Hostile zebra plain", "--format", "json"], ["show", HOSTILE_ID, "--format", "json"]])
+@pytest.mark.parametrize("args", [["explain", "RuntimeError: Hostile zebra sighted by the test suite plain", "--format", "json"], ["show", HOSTILE_ID, "--format", "json"]])
 def test_json_output_is_valid_json_carrying_the_text_escaped(db, args):
     if args[0] == "show" and not has_show():
         pytest.skip("errordb show is not there yet")
@@ -250,7 +250,7 @@ def test_a_hand_edited_slug_with_escapes_does_not_reach_the_terminal(db, tmp_pat
     with conn:
         conn.execute("UPDATE records SET slug = ? WHERE id = ?", ["hostile\x1b]0;pwned\x07", HOSTILE_ID])
     conn.close()
-    result = run_cli("explain", "RuntimeError: Hostile zebra plain", "--db", path, "--no-color")
+    result = run_cli("explain", "RuntimeError: Hostile zebra sighted by the test suite plain", "--db", path, "--no-color")
     assert_terminal_safe(result.stdout, color=False)
 
 
@@ -266,8 +266,8 @@ def trojan_envelope() -> dict:
     data = envelope(KIMI_PP_ERROR)
     record = data["record"]
     record.update(
-        id=TROJAN_ID, slug="trojan-zebra", errorClass="RuntimeError", errorMessage=f"Trojan zebra [{HIDDEN}] end",
-        messagePattern=r"Trojan zebra .*", documentation=f"Docs [{HIDDEN}] {TROJAN_LINE}",
+        id=TROJAN_ID, slug="trojan-zebra", errorClass="RuntimeError", errorMessage=f"Trojan zebra sighted by the test suite [{HIDDEN}] end",
+        messagePattern=r"Trojan zebra sighted by the test suite .*", documentation=f"Docs [{HIDDEN}] {TROJAN_LINE}",
         solutions=[f"Check [{HIDDEN}]"], exampleFix=f"{TROJAN_LINE}\n    grant()", validationCode=TROJAN_LINE,
         triggerScenarios=f"When [{HIDDEN}]", tags=["evil"],
     )  # fmt: skip
@@ -289,9 +289,9 @@ def trojan_db(tmp_path_factory) -> Path:
 
 
 TROJAN_COMMANDS = {
-    "explain": ["explain", "RuntimeError: Trojan zebra plain"],
-    "explain --color": ["explain", "RuntimeError: Trojan zebra plain", "--color"],
-    "explain --format markdown": ["explain", "RuntimeError: Trojan zebra plain", "--format", "markdown"],
+    "explain": ["explain", "RuntimeError: Trojan zebra sighted by the test suite plain"],
+    "explain --color": ["explain", "RuntimeError: Trojan zebra sighted by the test suite plain", "--color"],
+    "explain --format markdown": ["explain", "RuntimeError: Trojan zebra sighted by the test suite plain", "--format", "markdown"],
     "show": ["show", TROJAN_ID],
     "show --color": ["show", TROJAN_ID, "--color"],
     "show --format markdown": ["show", TROJAN_ID, "--format", "markdown"],
