@@ -408,7 +408,10 @@ def test_the_rules_for_matches_without_frames_agree_with_python(new_page, server
     paths = [("/venv/lib/python3.11/site-packages/vllm/model_executor/models/registry.py", "python/sglang/srt/models/registry.py"),
              ("/venv/lib/python3.11/site-packages/sglang/srt/models/registry.py", "python/sglang/srt/models/registry.py"),
              ("/venv/lib/python3.11/site-packages/click/core.py", "src/click/core.py"), ("/x/other/core.py", "src/click/core.py"),
-             ("/srv/main.py", "main.py"), ("/srv/app/routing.py", "fastapi/routing.py")]  # fmt: skip
+             ("/srv/main.py", "main.py"), ("/srv/app/routing.py", "fastapi/routing.py"),
+             ("/venv/site-packages/vllm/distributed/pynccl_wrapper.py", "python/sglang/srt/distributed/pynccl_wrapper.py"),
+             ("/venv/site-packages/vllm/distributed/pynccl_wrapper.py", "vllm/distributed/pynccl_wrapper.py"),
+             ("/usr/lib/python3.11/argparse.py", "src/argparse.py")]  # fmt: skip
     assert page.evaluate("ps => ps.map(p => errordbExplain.sameFile(p[0], p[1]))", paths) == [same_file(*p) for p in paths]
     records = [{"errorClass": name, "filePath": path} for name, path in [
         *((builtin, "pkg/m.py") for builtin in sorted(BUILTIN_EXCEPTIONS)),

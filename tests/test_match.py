@@ -172,8 +172,14 @@ def test_same_file_compares_trailing_components():
     assert not same_file("/other/project/kimi_k3.py", record)
     assert not same_file("/venv/sglang/srt/models/bailing_moe_v3.py", record)
     assert common_tail(r"C:\x\models\kimi_k3.py", record) == 2
-    # Two shared components are not enough for a deep path: another project's models/kimi_k3.py.
+    # Ending alike is not enough: another project's models/kimi_k3.py, or its copy of a module.
     assert not same_file("/venv/lib/python3.11/site-packages/vllm/model_executor/models/kimi_k3.py", record)
+    nccl = "distributed/device_communicators/pynccl_wrapper.py"
+    assert not same_file(f"/venv/site-packages/sglang/srt/{nccl}", f"vllm/{nccl}")
+    assert not same_file(f"/venv/site-packages/vllm/{nccl}", f"python/sglang/srt/{nccl}")
+    assert not same_file(f"/venv/site-packages/sglang/srt/{nccl}", f"python/sglang/multimodal_gen/runtime/{nccl}")
+    assert same_file(f"/venv/site-packages/vllm/{nccl}", f"vllm/{nccl}")
+    assert same_file(f"/home/me/sglang/python/sglang/srt/{nccl}", f"python/sglang/srt/{nccl}")  # a source checkout
     # A short path drops only its source root: src/click/core.py is installed as click/core.py.
     assert same_file("/venv/lib/python3.11/site-packages/click/core.py", "src/click/core.py")
     assert not same_file("/venv/lib/python3.11/site-packages/other/core.py", "src/click/core.py")

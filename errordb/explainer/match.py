@@ -78,18 +78,25 @@ def common_tail(frame_path: str, record_path: str) -> int:
     return count
 
 
+#: Folders that hold a repository's packages but are not installed with them.
+SOURCE_ROOTS = frozenset(("python", "src", "lib", "source"))
+
+
 def same_file(frame_path: str, record_path: str) -> bool:
     """Whether a traceback frame's file is the record's file.
 
-    Installed packages drop the repository's source root (``python/``, ``src/``) and add their
-    own prefix (``site-packages/``), so the paths agree on their last components only: the
-    last three, or all but the first (the source root) of a shorter record path, and never
-    fewer than two. Two are not enough for a deep path: vLLM's ``models/registry.py`` is not
-    sglang's.
+    An installed package keeps the record's path but for the repository's source root
+    (``python/``, ``src/``), under a prefix of its own (``site-packages/``): the frame's path
+    must end with the record's whole path, or with all of it but such a root (keeping two
+    components at least). Ending alike is
+    not enough: vLLM's ``vllm/distributed/device_communicators/pynccl_wrapper.py`` shares its
+    last three folders with sglang's ``python/sglang/srt/distributed/device_communicators/``.
     """
     parts = [p for p in record_path.replace("\\", "/").split("/") if p]
     common = common_tail(frame_path, record_path)
-    if common >= min(len(parts), max(2, min(len(parts) - 1, 3))):
+    # Never the file name alone: a top-level module under src/ is not any file of that name.
+    needed = max(len(parts) - 1, 2) if len(parts) > 2 and parts[0] in SOURCE_ROOTS else len(parts)
+    if common >= needed:
         return True
     # CPython's Lib/ is installed as lib/pythonX.Y/, so a top-level standard-library module
     # (Lib/argparse.py) shares only its file name with its installed copy: accept the version

@@ -217,16 +217,19 @@
     return String(path || "").replace(/\\/g, "/").split("/").filter(function (p) { return p !== ""; });
   }
 
+  var SOURCE_ROOTS = new Set(["python", "src", "lib", "source"]);
+
   /**
-   * Whether a frame's file is the record's file: the paths share their last components, the last
-   * three or all but the first of a shorter record path, never fewer than two (an installed
-   * package drops the repository's "python/" or "src/" and adds its own "site-packages/").
+   * Whether a frame's file is the record's file: the frame's path ends with the record's whole
+   * path, or with all of it but a source root (an installed package drops the repository's
+   * "python/" or "src/" and adds its own "site-packages/").
    */
   function sameFile(framePath, recordPath) {
     var a = components(framePath), b = components(recordPath);
     var common = 0;
     while (common < Math.min(a.length, b.length) && a[a.length - 1 - common] === b[b.length - 1 - common]) common++;
-    if (common >= Math.min(b.length, Math.max(2, Math.min(b.length - 1, 3)))) return true;
+    var needed = b.length > 2 && SOURCE_ROOTS.has(b[0]) ? Math.max(b.length - 1, 2) : b.length;
+    if (common >= needed) return true;
     // CPython's Lib/ is installed as lib/pythonX.Y/: Lib/argparse.py shares only its file name.
     return b.length >= 2 && b[0] === "Lib" && common === b.length - 1 &&
       a.length > common && /^python\d+(?:\.\d+)?t?$/.test(a[a.length - 1 - common]);
