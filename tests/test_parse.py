@@ -1690,3 +1690,10 @@ def test_a_traceback_wins_over_exceptions_named_in_prose():
     text = "Like `KeyError: 'x'` before, but now:\n" + FENCED
     assert [(e.exc_type, e.message) for e in parse.parse_text(text)] == [("ValueError", "bad input")]
 
+
+
+def test_an_empty_prompt_after_a_traceback_ends_its_message_and_single_quotes_name_an_exception():
+    text = 'Traceback (most recent call last):\n  File "<stdin>", line 1, in <module>\nZeroDivisionError: division by zero\n>>>'
+    assert [(e.exc_type, e.message) for e in parse.parse_text(text)] == [("ZeroDivisionError", "division by zero")]
+    said = "the log says 'zmq.error.ZMQError: Cannot assign requested address' every time"
+    assert [(e.exc_type, e.message) for e in parse.parse_text(said)] == [("zmq.error.ZMQError", "Cannot assign requested address")]

@@ -104,12 +104,13 @@ def mentions_traceback(s: str) -> bool:
 
 
 _NAME = r"((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)"
-#: An exception named inside prose, most telling first: in backticks, in bold, in double quotes,
+#: An exception named inside prose, most telling first: in backticks, in bold, in double or single quotes,
 #: then anywhere in the line up to its end ("I get an error: `KeyError: 'x'`", "# raises KeyError: 'x'").
 _MENTION_RES = (
     re.compile(r"`\s*" + _NAME + r": ?([^`]*?)\s*`"),
     re.compile(r"\*\*\s*" + _NAME + r": ?(.+?)\s*\*\*"),
     re.compile(r"[\"“]\s*" + _NAME + r": ?([^\"”]+?)\s*[\"”]"),
+    re.compile(r"(?:^|(?<=\s))'" + _NAME + r": ?([^']+?)\s*'(?=$|[\s.,;:!?)])"),
     re.compile(r"(?:^|[\s(])" + _NAME + r": (.+?)\s*$"),
 )
 

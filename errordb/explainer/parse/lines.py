@@ -182,7 +182,8 @@ class Markdown:
     message). A blockquote's ``>`` markers are removed: a line ``> text`` (one space, then
     text) starts a quote, and while it lasts ``>`` is removed from the lines that follow (a
     quoted frame is ``>   File ...``). pytest marks the failing source line ``>   code``, with
-    three spaces or more, and ``>>>`` is Python's prompt: neither starts a quote.
+    three spaces or more, and ``>>>`` is Python's prompt: neither starts a quote (an empty
+    prompt after a traceback ends its message).
     """
 
     def __init__(self) -> None:
@@ -192,6 +193,8 @@ class Markdown:
         first = line[:1]
         if first in ("`", "~", " ") and _FENCE_RE.match(line):
             return ""
+        if line == ">>>":
+            return ""  # the interpreter's prompt after a traceback: not part of its message
         if first == ">" and not line.startswith(">>>"):
             marker = _QUOTE_RE.match(line)
             rest = line[marker.end():]
