@@ -88,9 +88,9 @@ def same_file(frame_path: str, record_path: str) -> bool:
     An installed package keeps the record's path but for the repository's source root
     (``python/``, ``src/``), under a prefix of its own (``site-packages/``): the frame's path
     must end with the record's whole path, or with all of it but such a root (keeping two
-    components at least). Ending alike is
-    not enough: vLLM's ``vllm/distributed/device_communicators/pynccl_wrapper.py`` shares its
-    last three folders with sglang's ``python/sglang/srt/distributed/device_communicators/``.
+    components at least). Ending alike is not enough: vLLM's
+    ``vllm/distributed/device_communicators/pynccl_wrapper.py`` shares its last three
+    components with sglang's ``python/sglang/srt/distributed/device_communicators/...``.
     """
     parts = [p for p in record_path.replace("\\", "/").split("/") if p]
     common = common_tail(frame_path, record_path)
