@@ -308,6 +308,10 @@ def test_a_draft_names_its_qualified_function_from_the_syntax_tree(tmp_path):
         "",
         'raise ImportError("at module level")',
         "",
+        "def check(code):",
+        '    assert code != 204, f"Status code {code} must not have a response body"',
+        "    assert code",
+        "",
     ]
     root = tmp_path / "lib"
     root.mkdir()
@@ -319,6 +323,10 @@ def test_a_draft_names_its_qualified_function_from_the_syntax_tree(tmp_path):
     assert found["inner key"]["functionName"] == "Registry.Inner.check"
     assert found["in a closure"]["functionName"] == "outer.inner"
     assert "functionName" not in found["at module level"]  # left out of the file, not written as null
+    # An assert with a message raises AssertionError with it; one without a message gives nothing.
+    asserted = found["Status code {code} must not have a response body"]
+    assert (asserted["errorClass"], asserted["functionName"], asserted["lineNumber"]) == ("AssertionError", "check", 57)
+    assert len(found) == 5
     assert check([out]) == []
 
 

@@ -87,7 +87,8 @@ def harvested(cache: Path) -> Path:
     records = cache / f"harvest-{digest.hexdigest()[:12]}"
     done = records / ".harvested"
     if not done.exists():
-        shutil.rmtree(records, ignore_errors=True)
+        for old in cache.glob("harvest-*"):  # made by other wheels or harvest code
+            shutil.rmtree(old, ignore_errors=True)
         summaries = []
         for project, wheel in wheels.items():
             source = cache / "source" / wheel.stem

@@ -379,6 +379,13 @@ def _templates(name: str, argument: ast.expr, resolve) -> list[Template]:
     return templates
 
 
+def assert_site(index: ModuleIndex, node: ast.Assert, place: Place) -> Site:
+    """The site of one ``assert condition, message``: an AssertionError with that message."""
+    assert node.msg is not None
+    templates = _templates("AssertionError", node.msg, index.resolver(place))
+    return Site(index.path, node.lineno, place.qualname, "AssertionError", tuple(templates), order=(node.lineno, node.col_offset))
+
+
 def raise_site(tree: Tree, index: ModuleIndex, node: ast.Raise, place: Place) -> Site:
     """The site of one ``raise X(...)``, or :class:`_Skipped` saying why there is none."""
     exc = node.exc
@@ -562,6 +569,13 @@ def _scan_raises(tree: Tree, index: ModuleIndex, scanned: ScannedFile) -> None:
     if index.raises:  # the lines are kept for the records' source windows only
         scanned.lines = index.lines
     for node, place in index.raises:
+        if isinstance(node, ast.Assert):
+            scanned.raises += 1
+            try:
+                scanned.sites.append(assert_site(index, node, place))
+            except _Skipped as skipped:
+                scanned.skips.append(Skip(index.path, node.lineno, skipped.reason, skipped.detail))
+            continue
         if node.exc is None:
             scanned.reraises += 1
             continue

@@ -76,7 +76,7 @@ class ModuleIndex:
     lines: list[str]
     classes: list[ast.ClassDef] = field(default_factory=list)
     functions: list[Function] = field(default_factory=list)
-    raises: list[tuple[ast.Raise, Place]] = field(default_factory=list)
+    raises: list[tuple[ast.Raise | ast.Assert, Place]] = field(default_factory=list)  # and asserts with a message
     top_level: list[ast.stmt] = field(default_factory=list)  # the module's own statements
     _bindings: dict[str, list[ast.expr | None]] | None = None
 
@@ -259,6 +259,8 @@ def index_module(path: str, text: str, module: ast.Module) -> ModuleIndex:
             index.raises.append((statement, place))
             if frame.function is not None:
                 frame.function.raises.append(statement)
+        elif isinstance(statement, ast.Assert) and statement.msg is not None:
+            index.raises.append((statement, place))  # `assert x, "msg"` raises AssertionError("msg")
     index.functions = list(seen.values())
     return index
 

@@ -75,9 +75,12 @@ def enclosing_class(source: str, start: int, line_number: int) -> str | None:
 
 
 def raised_class(line: str) -> str | None:
-    """The class a ``raise`` line raises (``raise ValueError(`` gives ``ValueError``)."""
+    """The class a ``raise`` line raises (``raise ValueError(`` gives ``ValueError``); an
+    ``assert`` line raises ``AssertionError``."""
     match = _RAISE.match(line)
-    return match.group(1) if match else None
+    if match is None:
+        return "AssertionError" if line.lstrip().startswith("assert ") else None
+    return match.group(1)
 
 
 # Snippets longer than this are not even parsed (records hold short excerpts).
