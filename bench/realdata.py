@@ -4,11 +4,10 @@
     python bench/realdata.py --wheel PATH.whl   # use a wheel already on disk instead of pip download
     python bench/realdata.py --jobs 1 --repeat 2
 
-The wheel of sglang 0.5.23 (``pip download sglang==0.5.23 --no-deps``) is unpacked into the
-cache folder (``bench/.cache/``, or ``$ERRORDB_BENCH_CACHE``) and harvested with
-:func:`errordb.harvest.drafts.harvest` (a fixed sha and ``analyzedAt``, so the records are the
-same on every machine). The harvest is kept in the cache under a key made of the wheel's name
-and errordb's harvest code, so it is made again only when one of them changes.
+The wheel of sglang 0.5.23 is fetched and harvested as bench/realworld/dataset.py does it for
+every project of its store (the pin is in bench/realworld/projects.toml), into the cache folder
+(``bench/.cache/``, or ``$ERRORDB_BENCH_CACHE``): made again only when the wheel or errordb's
+harvest code changes.
 
 Then, in one run:
 
@@ -27,95 +26,28 @@ Only errordb's public functions are used: ``errordb.store.ingest``, ``build_site
 from __future__ import annotations
 
 import argparse
-import hashlib
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import tomllib
-import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE / "realworld"))
 
+from dataset import bench_cache, fetch, harvested, project  # noqa: E402
 from generate import GENERATOR_KEY, write_jsonl  # noqa: E402
 
 import errordb  # noqa: E402
-from errordb.harvest.drafts import harvest  # noqa: E402
 from errordb.store import bundled_records_dir, ingest  # noqa: E402
 from errordb.text import one_line  # noqa: E402
 
-PACKAGE, VERSION = "sglang", "0.5.23"
-REPO = "sgl-project/sglang"
-#: The wheel names no commit (its ``sglang/_version.py`` has ``commit_id = None``): a fixed
-#: stand-in, so that ids and pinned URLs are the same in every run.
-SHA = "0" * 40
-ANALYZED_AT = "2026-11-30"
-#: Where the package's source sits in the repository.
-PREFIX = "python/sglang"
 TRACEBACKS = HERE / "realdata" / "tracebacks.toml"
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("ERRORDB_BENCH_CACHE") or HERE / ".cache")
-
-
-def fetch_wheel(cache: Path, wheel: Path | None) -> Path:
-    """The sglang wheel: ``wheel`` if given, else one downloaded earlier, else ``pip download``."""
-    if wheel is not None:
-        return wheel
-    folder = cache / "wheels"
-    found = sorted(folder.glob(f"{PACKAGE}-{VERSION}-*.whl"))
-    if not found:
-        folder.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "pip", "download", f"{PACKAGE}=={VERSION}", "--no-deps", "-d", str(folder)]
-        print("$", " ".join(command[2:]), file=sys.stderr)
-        subprocess.run(command, check=True, stdout=sys.stderr)
-        found = sorted(folder.glob(f"{PACKAGE}-{VERSION}-*.whl"))
-    if not found:
-        sys.exit(f"{folder}: pip downloaded no {PACKAGE}-{VERSION} wheel")
-    return found[0]
-
-
-def harvest_key(wheel: Path) -> str:
-    """Names a harvest by what makes it: the wheel and errordb's harvest code."""
-    digest = hashlib.sha256(wheel.name.encode())
-    for source in sorted((ROOT / "errordb" / "harvest").glob("*.py")):
-        digest.update(source.name.encode() + b"\0" + source.read_bytes())
-    return digest.hexdigest()[:12]
-
-
-def unpack(wheel: Path, cache: Path) -> Path:
-    """The wheel's Python files, unpacked once into the cache; returns the package folder."""
-    target = cache / wheel.stem
-    done = target / ".unpacked"
-    if not done.exists():
-        shutil.rmtree(target, ignore_errors=True)
-        with zipfile.ZipFile(wheel) as archive:
-            names = [n for n in archive.namelist() if n.startswith(f"{PACKAGE}/") and n.endswith(".py")]
-            archive.extractall(target, members=names)
-        done.write_text(f"{len(names)} files\n")
-    return target / PACKAGE
-
-
-def harvested(wheel: Path, cache: Path) -> Path:
-    """The records tree of the harvest, made once per :func:`harvest_key`."""
-    records = cache / f"harvest-{harvest_key(wheel)}"
-    done = records / ".harvested"
-    if not done.exists():
-        shutil.rmtree(records, ignore_errors=True)
-        source = unpack(wheel, cache)
-        print(f"harvesting {source} ...", file=sys.stderr)
-        report = harvest(source, repo=REPO, sha=SHA, out=records, prefix=PREFIX, analyzed_at=ANALYZED_AT)
-        done.write_text(report.summary() + "\n")
-    print(f"harvest: {done.read_text().strip()}", file=sys.stderr)
-    return records
 
 
 def build(db: Path, out: Path, jobs: int) -> tuple[int, float]:
@@ -143,12 +75,12 @@ def explain_all(db: Path) -> list[tuple[str, float, str]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--wheel", type=Path, help=f"a {PACKAGE}-{VERSION} wheel on disk (default: pip download, cached)")
+    parser.add_argument("--wheel", type=Path, help="an sglang 0.5.23 wheel on disk (default: pip download, cached)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes of each build (default 2)")
     parser.add_argument("--repeat", type=int, default=1, help="builds of each site; the fastest counts (default 1)")
     options = parser.parse_args()
-    cache = cache_dir()
-    records = harvested(fetch_wheel(cache, options.wheel), cache)
+    cache, sglang = bench_cache(), project("sglang")
+    records = harvested(cache, {sglang: options.wheel or fetch(sglang, cache)})
 
     with tempfile.TemporaryDirectory(prefix="errordb-realdata-") as work:
         work_dir = Path(work)

@@ -55,13 +55,22 @@ def projects() -> list[Project]:
         return [Project(**entry) for entry in tomllib.load(handle)["project"]]
 
 
-def cache_dir() -> Path:
+def bench_cache() -> Path:
+    """The benchmarks' cache folder: ``bench/.cache``, or ``$ERRORDB_BENCH_CACHE``."""
     base = os.environ.get("ERRORDB_BENCH_CACHE")
-    return (Path(base) if base else ROOT / "bench" / ".cache") / "realworld"
+    return Path(base) if base else ROOT / "bench" / ".cache"
+
+
+def cache_dir() -> Path:
+    return bench_cache() / "realworld"
+
+
+def project(name: str) -> Project:
+    return next(p for p in projects() if p.name == name)
 
 
 def fetch(project: Project, cache: Path) -> Path:
-    """The project's wheel, downloaded by pip once."""
+    """The project's wheel, downloaded by pip once into ``cache/wheels``."""
     folder = cache / "wheels"
     wheel_name = project.name.replace("-", "_")
     found = sorted(folder.glob(f"{wheel_name}-{project.version}-*.whl"))
@@ -77,10 +86,10 @@ def fetch(project: Project, cache: Path) -> Path:
     return found[0]
 
 
-def harvested(cache: Path) -> Path:
-    """One records tree of every project's harvest (one tree, so that slugs stay unique across
-    projects: sglang and vllm share messages), made once per set of wheels and harvest code."""
-    wheels = {project: fetch(project, cache) for project in projects()}
+def harvested(cache: Path, wheels: dict[Project, Path]) -> Path:
+    """One records tree of the harvest of every project's wheel (one tree, so that slugs stay
+    unique across projects: sglang and vllm share messages), made once per set of wheels and
+    harvest code; a tree made of others in ``cache`` is removed."""
     digest = hashlib.sha256("\0".join(wheel.name for wheel in wheels.values()).encode())
     for source in sorted((ROOT / "errordb" / "harvest").glob("*.py")):
         digest.update(source.name.encode() + b"\0" + source.read_bytes())
@@ -90,19 +99,20 @@ def harvested(cache: Path) -> Path:
         for old in cache.glob("harvest-*"):  # made by other wheels or harvest code
             shutil.rmtree(old, ignore_errors=True)
         summaries = []
-        for project, wheel in wheels.items():
+        for one, wheel in wheels.items():
             source = cache / "source" / wheel.stem
             shutil.rmtree(source, ignore_errors=True)
             with zipfile.ZipFile(wheel) as archive:
-                names = [n for n in archive.namelist() if n.startswith(f"{project.package}/") and n.endswith(".py")]
+                names = [n for n in archive.namelist() if n.startswith(f"{one.package}/") and n.endswith(".py")]
                 archive.extractall(source, members=names)
-            print(f"harvesting {project.name} {project.version} ...", file=sys.stderr)
-            report = harvest(source / project.package, repo=project.repo, sha=SHA, out=records,
-                             prefix=project.prefix, analyzed_at=ANALYZED_AT)  # fmt: skip
-            summaries.append(f"{project.name} {project.version}: {report.summary()}")
+            print(f"harvesting {one.name} {one.version} ...", file=sys.stderr)
+            report = harvest(source / one.package, repo=one.repo, sha=SHA, out=records,
+                             prefix=one.prefix, analyzed_at=ANALYZED_AT)  # fmt: skip
+            summaries.append(f"{one.name} {one.version}: {report.summary()}")
         done.write_text("\n".join(summaries) + "\n")
     return records
 
 
 if __name__ == "__main__":
-    print(harvested(cache_dir()))
+    cache = cache_dir()
+    print(harvested(cache, {one: fetch(one, cache) for one in projects()}))

@@ -35,7 +35,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from dataset import Project, cache_dir, harvested, projects  # noqa: E402
+from dataset import Project, cache_dir, fetch, harvested, projects  # noqa: E402
 
 import errordb  # noqa: E402
 from errordb.store import bundled_records_dir, ingest  # noqa: E402
@@ -137,7 +137,8 @@ def main() -> None:
     cases = [Case.load(path) for path in sorted((HERE / "cases").glob("*.toml")) if options.k in path.stem]
     by_repo = {project.repo: project for project in projects()}
     db = cache_dir() / "store.db"
-    ingest([harvested(cache_dir()), bundled_records_dir()], db, prune=True)
+    records = harvested(cache_dir(), {project: fetch(project, cache_dir()) for project in projects()})
+    ingest([records, bundled_records_dir()], db, prune=True)
     errordb.explain("ValueError: warm-up", db)  # the first call opens the store and compiles the patterns
     outcomes = [explain_case(case, db, by_repo) for case in cases]
     report_misses(outcomes)
