@@ -8,18 +8,14 @@ is then verified with its real pattern, in RE2.
 
 from __future__ import annotations
 
-import builtins
 import functools
 import re
 import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
+from errordb.explainer.parse.classify import BUILTIN_EXCEPTIONS, short_name
 from errordb.records.patterns import PatternError, cached_pattern, message_words
-
-BUILTIN_EXCEPTIONS = frozenset(
-    name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)
-)
 
 FULL_MATCH = 100
 PARTIAL_MATCH = 40
@@ -68,10 +64,17 @@ def short_class(name: str | None) -> str | None:
 STDLIB_FOLDER = re.compile(r"python\d+(?:\.\d+)?t?")
 
 
+def components(path: str) -> list[str]:
+    """A path's non-empty components, ``\\`` read as ``/``."""
+    return [p for p in path.replace("\\", "/").split("/") if p]
+
+
 def common_tail(frame_path: str, record_path: str) -> int:
     """How many trailing path components two paths share (``\\`` counts as ``/``)."""
-    a = [p for p in frame_path.replace("\\", "/").split("/") if p]
-    b = [p for p in record_path.replace("\\", "/").split("/") if p]
+    return _shared_tail(components(frame_path), components(record_path))
+
+
+def _shared_tail(a: list[str], b: list[str]) -> int:
     count = 0
     while count < min(len(a), len(b)) and a[-1 - count] == b[-1 - count]:
         count += 1
@@ -92,16 +95,15 @@ def same_file(frame_path: str, record_path: str) -> bool:
     ``vllm/distributed/device_communicators/pynccl_wrapper.py`` shares its last three
     components with sglang's ``python/sglang/srt/distributed/device_communicators/...``.
     """
-    parts = [p for p in record_path.replace("\\", "/").split("/") if p]
-    common = common_tail(frame_path, record_path)
-    # Never the file name alone: a top-level module under src/ is not any file of that name.
-    needed = max(len(parts) - 1, 2) if len(parts) > 2 and parts[0] in SOURCE_ROOTS else len(parts)
+    parts, frame = components(record_path), components(frame_path)
+    common = _shared_tail(frame, parts)
+    # Never the file name alone: src/argparse.py keeps its root, or it would be any argparse.py.
+    needed = len(parts) - 1 if len(parts) > 2 and parts[0] in SOURCE_ROOTS else len(parts)
     if common >= needed:
         return True
     # CPython's Lib/ is installed as lib/pythonX.Y/, so a top-level standard-library module
     # (Lib/argparse.py) shares only its file name with its installed copy: accept the version
     # folder in place of Lib.
-    frame = [p for p in frame_path.replace("\\", "/").split("/") if p]
     return (
         len(parts) >= 2 and parts[0] == "Lib" and common == len(parts) - 1
         and len(frame) > common and STDLIB_FOLDER.fullmatch(frame[-1 - common]) is not None
@@ -136,7 +138,7 @@ def score_candidate(record: dict[str, Any], exc_type: str | None, message: str, 
     best = _best_frame(record, frames)
     if best:
         evidence.extend(best)
-    elif not _says_enough(record, exc_type, evidence):
+    elif not _says_enough(record, evidence):
         return None
     return Match(record=record, score=round(sum(e.points for e in evidence), 1), evidence=evidence)
 
@@ -152,7 +154,7 @@ def literal_weight(pattern: str) -> int:
     return len(_WORD_CHARACTER.findall(_LITERAL_NOISE.sub("", pattern)))
 
 
-def _says_enough(record: dict[str, Any], exc_type: str | None, evidence: list[Evidence]) -> bool:
+def _says_enough(record: dict[str, Any], evidence: list[Evidence]) -> bool:
     """Whether a match with no frame in the record's file stands on its message and class.
 
     It does when the pattern is specific and the class does not contradict it (a message
@@ -171,11 +173,11 @@ def _says_enough(record: dict[str, Any], exc_type: str | None, evidence: list[Ev
 def _own_class(record: dict[str, Any]) -> bool:
     """Whether the record raises a class of its own project: not a builtin, and not one named
     after another package (sglang raising ``torch.OutOfMemoryError`` says nothing torch does not)."""
-    name = record["errorClass"].split("(", 1)[0]
-    if short_class(name) in BUILTIN_EXCEPTIONS:
+    if short_name(record["errorClass"]) in BUILTIN_EXCEPTIONS:
         return False
+    name = record["errorClass"].split("(", 1)[0]
     package = name.split(".", 1)[0] if "." in name else None
-    return package is None or package in record["filePath"].replace("\\", "/").split("/")
+    return package is None or package in components(record["filePath"])
 
 
 def _best_frame(record: dict[str, Any], frames: list[Any]) -> list[Evidence] | None:

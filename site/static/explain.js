@@ -228,7 +228,7 @@
     var a = components(framePath), b = components(recordPath);
     var common = 0;
     while (common < Math.min(a.length, b.length) && a[a.length - 1 - common] === b[b.length - 1 - common]) common++;
-    var needed = b.length > 2 && SOURCE_ROOTS.has(b[0]) ? Math.max(b.length - 1, 2) : b.length;
+    var needed = b.length > 2 && SOURCE_ROOTS.has(b[0]) ? b.length - 1 : b.length;
     if (common >= needed) return true;
     // CPython's Lib/ is installed as lib/pythonX.Y/: Lib/argparse.py shares only its file name.
     return b.length >= 2 && b[0] === "Lib" && common === b.length - 1 &&
