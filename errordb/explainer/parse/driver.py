@@ -130,7 +130,7 @@ class _Parser:
             src.close_all()
         self.sink.release(force=True)
         if self.sink.emitted == 0 and self.mentions:
-            for exc_type, message, no, rank in dict.fromkeys(self.mentions):
+            for exc_type, message, no, rank in self.mentions:
                 self.sink.out.append(ParsedException(exc_type=exc_type, message=message, ranks=[rank] if rank else [], line_no=no))
         elif (
             self.sink.emitted == 0
