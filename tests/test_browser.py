@@ -398,7 +398,7 @@ def test_scoring_helpers_agree_with_python(new_page, server):
 
 
 def test_the_rules_for_matches_without_frames_agree_with_python(new_page, server):
-    from errordb.explainer.match import BUILTIN_EXCEPTIONS, _own_class, literal_weight, same_file
+    from errordb.explainer.match import BUILTIN_EXCEPTIONS, _own_class, literal_weight, moved_file, same_file
 
     page, _ = new_page()
     page.goto(server)
@@ -418,6 +418,26 @@ def test_the_rules_for_matches_without_frames_agree_with_python(new_page, server
         ("torch.OutOfMemoryError", "python/sglang/x.py"), ("sglang.srt.errors.SchedulerError", "python/sglang/x.py"),
         ("TooManyRedirects", "src/requests/sessions.py"), ("requests.exceptions.TooManyRedirects", "src/requests/sessions.py")]]  # fmt: skip
     assert page.evaluate("rs => rs.map(errordbExplain.ownClass)", records) == [_own_class(r) for r in records]
+    moved = [("/app/src/pydantic/pydantic/fields.py", "pydantic/v1/fields.py"), ("/venv/lib/python3.11/site-packages/other/pydantic/fields.py", "pydantic/v1/fields.py"),
+             ("/venv/site-packages/sglang/srt/kimi_k3.py", "python/sglang/srt/models/bailing_moe_v3.py"), ("/x/fields.py", "fields.py"),
+             ("C:\\venv\\Lib\\site-packages\\click\\core.py", "src/click/core.py")]  # fmt: skip
+    assert page.evaluate("ps => ps.map(p => errordbExplain.movedFile(p[0], p[1]))", moved) == [moved_file(*p) for p in moved]
+
+
+def test_messages_cut_short_are_read_alike_by_python_and_the_browser(new_page, server):
+    from errordb.records.patterns import cut_match
+
+    page, _ = new_page()
+    page.goto(server)
+    message = "The checkpoint you are trying to load has model type `internvl` but Transformers does not recognize this architecture."
+    patterns = [r"The checkpoint you are trying to load has model type `.*` but Transformers does not recognize this architecture\.(?:\n\nYou can update .*)?",
+                r"Model architectures .* are not supported for now\. Supported architectures: .*", r"x-?\d+y(\S+)(?:a|b)?", r"a[)(](?:b)?",
+                r"Exceeded \d+ redirects\.", r"\(\.\*\) (.+)(.*?)z", "abc", "(?s).*", r"[^/]+ is not (?:a|b)"]  # fmt: skip
+    cases = [(p, m[:cut]) for p in patterns for m in (message, "Model architectures ['X'] are not supported for now.", "x-12yq", "a(b",
+             "Exceeded 30 redirects.", "(.*) zz", "abcd") for cut in range(0, len(m) + 1, 7)]  # fmt: skip
+    expected = [cut_match(p, m) for p, m in cases]
+    assert page.evaluate("cs => cs.map(c => errordbExplain.cutMatch(c[0], c[1]))", cases) == expected
+    assert sum(e is not None for e in expected) > 20 and sum(e is None for e in expected) > 20
 
 
 # Without JavaScript, on a phone, in the dark ------------------------------------------------------

@@ -265,6 +265,44 @@ def test_straight_line_rebinding(tmp_path):
     assert [(s.line, s.reason) for s in report.skips] == [(16, "message-not-literal")]  # h: a loop variable
 
 
+def test_text_appended_with_plus_equals_and_an_exception_held_in_a_variable(tmp_path):
+    root = write_tree(tmp_path / "pkg", {"m.py": '''
+        class Warper:
+            def __init__(self, temperature):
+                if temperature <= 0:
+                    msg = f"`temperature` (={temperature}) has to be positive,"
+                    msg += " otherwise scores are invalid."
+                    if temperature == 0.0:
+                        msg += " For greedy decoding, set `do_sample=False`."
+                    raise ValueError(msg)
+
+            def wait(self, pipes):
+                e = Exception("WorkerProc initialization failed.")
+                while pipes:
+                    pipes.pop()
+                raise e from None
+
+
+        def looped(parts):
+            msg = "parts:"
+            for part in parts:
+                msg += " more"
+            raise ValueError(msg)
+    '''})
+    out = tmp_path / "records"
+    report = harvest(root, repo=REPO, sha=SHA1, out=out)
+    found = {r["errorMessage"]: r for r in records(out).values()}
+    warper = found["`temperature` (={temperature}) has to be positive, otherwise scores are invalid. For greedy decoding, set `do_sample=False`."]
+    assert (warper["functionName"], warper["lineNumber"]) == ("Warper.__init__", 8)
+    for message in ("`temperature` (=0.0) has to be positive, otherwise scores are invalid.",
+                    "`temperature` (=0.0) has to be positive, otherwise scores are invalid. For greedy decoding, set `do_sample=False`."):  # fmt: skip
+        assert re.fullmatch(warper["messagePattern"], message)
+    held = found["WorkerProc initialization failed."]
+    assert (held["errorClass"], held["functionName"], held["lineNumber"]) == ("Exception", "Warper.wait", 14)
+    assert [(s.line, s.reason) for s in report.skips] == [(21, "message-not-literal")]  # appended in a loop
+    assert check([out]) == []  # "raise e" is a raise line of the record's class
+
+
 # ---------------------------------------------------------------------------- records
 
 

@@ -123,6 +123,32 @@ def test_a_match_without_a_frame_stands_only_on_a_specific_message_or_the_projec
     assert score_candidate(record, exc_type, message, [frame]) is not None
 
 
+def test_a_frame_in_a_file_moved_within_its_package_gives_the_function_but_not_the_file():
+    record = _record('field ".*" not yet prepared so type is still a ForwardRef', "ConfigError", "pydantic/v1/fields.py")
+    record["function"] = "ModelField._validate_discriminated_union"
+    message = 'field "_items" not yet prepared so type is still a ForwardRef'
+    old_layout = F("/app/src/pydantic/pydantic/fields.py", 1093, "_validate_discriminated_union")
+    match = score_candidate(record, "pydantic.errors.ConfigError", message, [old_layout])
+    assert [e.kind for e in match.evidence][2:] == ["frame-function"] and "moved" in match.evidence[2].detail
+    # Another function, another file name, or another package: nothing.
+    for frame in (F("/app/src/pydantic/pydantic/fields.py", 1, "validate"), F("/app/src/pydantic/pydantic/main.py", 1, "_validate_discriminated_union"),
+                  F("/venv/lib/python3.11/site-packages/other/pydantic/fields.py", 1, "_validate_discriminated_union")):  # fmt: skip
+        assert [e.kind for e in score_candidate(record, "ConfigError", message, [frame]).evidence] == ["message-full", "class-agrees"]
+
+
+def test_an_innermost_frame_in_another_function_of_the_records_file_is_no_evidence():
+    record = _record("'.+ object has no attribute .+'", "AttributeError", "pydantic/main.py")
+    record["function"] = "BaseModel.__getattr__"
+    message = "'NoneType' object has no attribute '__setitem__'"
+    site = "/venv/lib/python3.11/site-packages/pydantic/main.py"
+    # Raised in a lambda of main.py (by the interpreter), not by __getattr__'s raise.
+    assert score_candidate(record, "AttributeError", message, [F(site, 105, "<lambda>")]) is None
+    assert score_candidate(record, "AttributeError", message, [F("/app/x.py", 1, "f"), F(site, 105, "<lambda>")]) is None
+    # Raised in __getattr__, or passing through main.py on the way to the raise elsewhere: the frame counts.
+    assert score_candidate(record, "AttributeError", message, [F(site, 10, "__getattr__")]).score == 100 + 30 + 20 + 10 + 10
+    assert [e.kind for e in score_candidate(record, "AttributeError", message, [F(site, 900, "validate"), F("/venv/x/y.py", 3, "g")]).evidence][2:] == ["frame-file"]
+
+
 def test_message_inside_a_longer_one_is_a_partial_match(matcher):
     matches = matcher.match("RuntimeError", f"worker 3 failed: {MESSAGE} (see log)", [])
     assert {m.id for m in matches} == {KIMI_VALUE_ERROR, BAILING_VALUE_ERROR}
@@ -136,7 +162,19 @@ def test_multi_line_message_matches_on_its_first_line(matcher):
 
 def test_unrelated_message_matches_nothing(matcher):
     assert matcher.match("ValueError", "invalid literal for int() with base 10: 'x'", []) == []
-    assert matcher.match("ValueError", "DSPARK requires explicit layer_ids", []) == []
+    assert matcher.match("ValueError", "DSPARK requires implicit layer_ids", []) == []
+
+
+def test_a_message_cut_short_finds_its_records_as_partial_matches(matcher):
+    cut = MESSAGE[:40]  # "DSPARK requires explicit layer_ids for a": cut inside a word
+    bare = matcher.match("ValueError", cut, [])
+    assert {m.id for m in bare} == {KIMI_VALUE_ERROR, BAILING_VALUE_ERROR}
+    assert [e.kind for e in bare[0].evidence] == ["message-partial", "class-agrees"] and bare[0].score == 70
+    assert "cut short" in bare[0].evidence[0].detail
+    assert [m.id for m in matcher.match("ValueError", cut, kimi_frames())][:1] == [KIMI_VALUE_ERROR]
+    # Under another class it was raised elsewhere; too little of the text says nothing.
+    assert matcher.match("KeyError", cut, []) == []
+    assert matcher.match("ValueError", "DSPARK requires", []) == []
 
 
 def test_candidates_come_from_the_index_not_every_record(matcher):

@@ -1686,6 +1686,91 @@ def test_an_exception_named_in_prose_is_reported_when_nothing_else_is(prose, exp
     assert (e.exc_type, e.message) == expected
 
 
+@pytest.mark.parametrize(
+    "prose, expected",
+    [
+        # the class's module says it is an exception class, whatever its name
+        ("'requests.exceptions.TooManyRedirects: Exceeded 30 redirects.'\ni am already increase max redirect",
+         ("requests.exceptions.TooManyRedirects", "Exceeded 30 redirects.")),
+        ("\t```\n\t_csv.Error: field larger than field limit (131072)\n\t```", ("_csv.Error", "field larger than field limit (131072)")),
+        # a name that is not a class comes first on the line
+        ("I receive an error message: openai.BadRequestError: Error code: 400", ("openai.BadRequestError", "Error code: 400")),
+        ("您好，我也遇到了类似的错误ValueError: Image features and image tokens do not match",
+         ("ValueError", "Image features and image tokens do not match")),
+        # reprs, and VS Code's debugger
+        ('```\nTypeError("Parameter.make_metavar() missing 1 required positional argument: \'ctx\'")\n```',
+         ("TypeError", "Parameter.make_metavar() missing 1 required positional argument: 'ctx'")),
+        ("`Exception has occurred: TypeError unhashable type: 'list'`", ("TypeError", "unhashable type: 'list'")),
+        ("> Exception has occurred: ValueError       (note: full exception trace is shown but execution is paused at: f)\n"
+         "> Couldn't instantiate the backend tokenizer", ("ValueError", "Couldn't instantiate the backend tokenizer")),
+        # a code span ends the message where it closes, not at a pair of backticks inside it
+        ("now throwing this error: `RuntimeError: Tensors must be on the same device except `step` tensors that can be CPU\n`",
+         ("RuntimeError", "Tensors must be on the same device except `step` tensors that can be CPU")),
+        ("`RuntimeError: generator didn't yield`, make `solve_dependencies` cache", ("RuntimeError", "generator didn't yield")),
+        # error reports: AWS Lambda's and structlog's JSON, an HTTP error body, Django's debug page
+        ('{\n\n"errorMessage": "Unable to import module \'app\': No module named \'app\'",\n\n"errorType": "Runtime.ImportModuleError",\n'
+         '"requestId": "b256388f",\n"stackTrace": []\n}', ("Runtime.ImportModuleError", "Unable to import module 'app': No module named 'app'")),
+        ('{\n  "event": "Block run completed.",\n  "exception": [\n    {\n      "exc_type": "RunnerError",\n'
+         '      "exc_value": "Cannot start plugin: \'\' is not a valid StateBackend",\n      "is_cause": false\n    }\n  ]\n}',
+         ("RunnerError", "Cannot start plugin: '' is not a valid StateBackend")),
+        ('when request api:\n\n{"object":"error","message":"The model `Q` does not exist.","type":"NotFoundError","code":404}',
+         ("NotFoundError", "The model `Q` does not exist.")),
+        ("> TooManyRedirects at /pointer/init\n> Exceeded 30 redirects.\n> Request Method:\tGET\n> Exception Type:\tTooManyRedirects\n"
+         "> Exception Value:\t\n> Exceeded 30 redirects.\n> Exception Location:\tsessions.py in resolve_redirects, line 110",
+         ("TooManyRedirects", "Exceeded 30 redirects.")),
+    ],
+)  # fmt: skip
+def test_an_exception_named_in_other_shapes_is_reported_when_nothing_else_is(prose, expected):
+    assert [(e.exc_type, e.message) for e in parse.parse_text(prose)][-1:] == [expected]
+
+
+def test_an_exception_named_in_prose_but_not_a_class_is_not_reported_as_one():
+    assert [e.exc_type for e in parse.parse_text("note: `Hint: try again` or \"TypeError(x)\"\n\nthanks\nbye\nok")] == []
+
+
+def test_a_traceback_in_a_json_string_is_read_and_ends_with_the_string():
+    line = ('\t"exc_info": "Traceback (most recent call last):\\n  File \\"/app/tasks.py\\", line 168, in send_sms\\n'
+            '    raise NotImplementedError()\\nNotImplementedError",\n\t"time": "2017-08-31T12:50:34",\n}')
+    (e,) = parse.parse_text('```json\n{\n\t"levelname": "ERROR",\n' + line + "\n```")
+    assert (e.exc_type, e.message, e.frames[0].file, e.frames[0].function) == ("NotImplementedError", "", "/app/tasks.py", "send_sms")
+    (e,) = parse.parse_text('{"msg": "boom", "exc": "Traceback (most recent call last):\\n  File \\"x.py\\", line 1, in f\\nValueError: caf\\u00e9"}')
+    assert (e.exc_type, e.message) == ("ValueError", "café")
+
+
+def test_markdown_around_tracebacks_in_issues():
+    # every line in its own backticks
+    each = "`>>>r = requests.get(url)`\n`Traceback (most recent call last):`\n`...`\n`   raise InvalidSchema(\"x\")`\n`requests.exceptions.InvalidSchema: Missing dependencies for SOCKS support.`"
+    assert [(e.exc_type, e.message) for e in parse.parse_text(each)] == [("requests.exceptions.InvalidSchema", "Missing dependencies for SOCKS support.")]
+    # a code span opened on the line before ends inside the exception line
+    span = ("when using `f: Annotated[X, Depends()]`: ` raise fastapi.exceptions.FastAPIError(\n"
+            "fastapi.exceptions.FastAPIError: Invalid args for response field! Read more: https://x/`. Moreover, the padlock")
+    assert [(e.exc_type, e.message) for e in parse.parse_text(span)] == [("fastapi.exceptions.FastAPIError", "Invalid args for response field! Read more: https://x/")]
+    # a diff fence around a fence: the diff's + is taken off
+    diff = "````diff\n+\n+```pytb\n+UnicodeEncodeError: 'charmap' codec can't encode character\n+```\n+\n+This is not a bug.\n````"
+    assert [(e.exc_type, e.message) for e in parse.parse_text(diff)] == [("UnicodeEncodeError", "'charmap' codec can't encode character")]
+    # GitHub's quote reply appends the author's link to the quoted line
+    reply = "> torch 2.7.0 also has this bug.\n> \n> ImportError: x.so: undefined symbol: _ZN5torch [@yinfan98](https://github.com/yinfan98)\n\nNot supported yet."
+    assert [(e.exc_type, e.message) for e in parse.parse_text(reply)] == [("ImportError", "x.so: undefined symbol: _ZN5torch")]
+    # inside a fence, ">" is pdb's, not a quote, and pdb's location line ends the message
+    pdb = ("```\nFile ~\\Python310\\lib\\encodings\\cp1252.py:23, in IncrementalDecoder.decode(self, input, final)\n\n"
+           "UnicodeDecodeError: 'charmap' codec can't decode byte 0x81\n> c:\\python310\\lib\\encodings\\cp1252.py(23)decode()\n     21 class X:\n```")
+    assert [(e.exc_type, e.message) for e in parse.parse_text(pdb)][-1] == ("UnicodeDecodeError", "'charmap' codec can't decode byte 0x81")
+
+
+def test_an_exception_line_that_quotes_a_traceback_is_the_exception_line():
+    text = ('Traceback (most recent call last):\n  File "/x/server.py", line 365, in launch_server\n    raise RuntimeError(\n'
+            "RuntimeError: Initialization failed. controller_init_state: Traceback (most recent call last):\n"
+            '  File "/x/controller.py", line 10, in start\n')
+    found = parse.parse_text(text)
+    assert (found[0].exc_type, found[0].message) == ("RuntimeError", "Initialization failed. controller_init_state: Traceback (most recent call last):")
+    assert found[-1].exc_type is None and found[-1].frames[0].file == "/x/controller.py"  # the quoted traceback, cut
+
+
+def test_the_end_of_remote_traceback_quotes_ends_a_message_even_when_its_start_was_cut():
+    text = '  File "main.py", line 72, in gen_img_retry\n    raise Exception\nException\n"""\n\nThe above exception was the direct cause of the following exception:\n'
+    assert [(e.exc_type, e.message) for e in parse.parse_text(text)][0] == ("Exception", "")
+
+
 def test_a_traceback_wins_over_exceptions_named_in_prose():
     text = "Like `KeyError: 'x'` before, but now:\n" + FENCED
     assert [(e.exc_type, e.message) for e in parse.parse_text(text)] == [("ValueError", "bad input")]

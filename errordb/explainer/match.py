@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from errordb.explainer.parse.classify import BUILTIN_EXCEPTIONS, short_name
-from errordb.records.patterns import PatternError, cached_pattern, message_words
+from errordb.records.patterns import PatternError, cached_pattern, cut_match, message_words
 
 FULL_MATCH = 100
 PARTIAL_MATCH = 40
@@ -122,12 +122,15 @@ def score_candidate(record: dict[str, Any], exc_type: str | None, message: str, 
     text = message.strip()
     first_line = text.split("\n", 1)[0]
     evidence: list[Evidence] = []
+    held = None  # the pattern's literal text that a cut message holds
     if pattern.fullmatch(text) is not None:
         evidence.append(Evidence("message-full", FULL_MATCH, "the pattern matches the whole message"))
     elif first_line != text and pattern.fullmatch(first_line) is not None:
         evidence.append(Evidence("message-full", FULL_MATCH, "the pattern matches the message's first line"))
     elif pattern.search(text) is not None:
         evidence.append(Evidence("message-partial", PARTIAL_MATCH, "the pattern matches part of the message"))
+    elif (held := cut_match(record["messagePattern"], text)) is not None:
+        evidence.append(Evidence("message-partial", PARTIAL_MATCH, "the message is cut short: it is the start of one the pattern matches"))
     else:
         return None
     if exc_type:
@@ -138,7 +141,7 @@ def score_candidate(record: dict[str, Any], exc_type: str | None, message: str, 
     best = _best_frame(record, frames)
     if best:
         evidence.extend(best)
-    elif not _says_enough(record, evidence):
+    elif not _says_enough(record, evidence, held):
         return None
     return Match(record=record, score=round(sum(e.points for e in evidence), 1), evidence=evidence)
 
@@ -154,15 +157,19 @@ def literal_weight(pattern: str) -> int:
     return len(_WORD_CHARACTER.findall(_LITERAL_NOISE.sub("", pattern)))
 
 
-def _says_enough(record: dict[str, Any], evidence: list[Evidence]) -> bool:
+def _says_enough(record: dict[str, Any], evidence: list[Evidence], held: str | None) -> bool:
     """Whether a match with no frame in the record's file stands on its message and class.
 
     It does when the pattern is specific and the class does not contradict it (a message
     matched in full under another class was raised elsewhere; one matched inside a longer
     message is usually quoted by a wrapping exception, whose class is its own); a generic
-    pattern stands only with an agreeing class of the project's own.
+    pattern stands only with an agreeing class of the project's own. A cut message (``held``:
+    the literal text of the pattern it holds) stands only on that text, specific enough, and a
+    class that does not differ.
     """
     kinds = {e.kind for e in evidence}
+    if held is not None:
+        return "class-differs" not in kinds and len(_WORD_CHARACTER.findall(held)) >= SPECIFIC_LITERAL
     if "class-differs" in kinds and "message-full" in kinds:
         return False  # a partial match may be another exception quoting this one: its class differs
     if literal_weight(record["messagePattern"]) >= SPECIFIC_LITERAL:
@@ -180,14 +187,47 @@ def _own_class(record: dict[str, Any]) -> bool:
     return package is None or package in components(record["filePath"])
 
 
+#: Where installers put packages: the folder after it is a package's top-level name.
+INSTALL_FOLDERS = ("site-packages", "dist-packages")
+
+
+def moved_file(frame_path: str, record_path: str) -> bool:
+    """Whether a frame's file may be the record's file moved to another folder of its package
+    between the pasted version and the record's (``pydantic/fields.py`` became
+    ``pydantic/v1/fields.py``): the same file name, in the record's top-level package.
+
+    The record's package is the first folder of its path after a source root; the frame's is
+    the folder after ``site-packages/`` or ``dist-packages/`` when it has one (an installed
+    package), else any folder of its path (a checkout).
+    """
+    parts, frame = components(record_path), components(frame_path)
+    if len(parts) > 2 and parts[0] in SOURCE_ROOTS:
+        parts = parts[1:]
+    if len(parts) < 2 or not frame or frame[-1] != parts[-1]:
+        return False
+    folders = frame[:-1]
+    for marker in INSTALL_FOLDERS:
+        if marker in folders:
+            after = len(folders) - folders[::-1].index(marker)
+            return after < len(folders) and folders[after] == parts[0]
+    return parts[0] in folders
+
+
 def _best_frame(record: dict[str, Any], frames: list[Any]) -> list[Evidence] | None:
     best: tuple[float, list[Evidence]] | None = None
+    function = (record.get("function") or "").rsplit(".", 1)[-1]
+    if frames and function and frames[-1].function and frames[-1].function != function and same_file(frames[-1].file or "", record["filePath"]):
+        return None  # the innermost frame, where it was raised, is another function of the record's file
     for frame in frames:  # outermost first: a later (inner) frame wins a tie
         if not same_file(frame.file or "", record["filePath"]):
+            if function and frame.function == function and moved_file(frame.file or "", record["filePath"]):
+                found = [Evidence("frame-function", FRAME_FUNCTION, f"in {frame.function}, the function that raises it (its file has moved)")]
+                if best is None or FRAME_FUNCTION >= best[0]:
+                    best = (FRAME_FUNCTION, found)
             continue
         found = [Evidence("frame-file", FRAME_FILE, f"a frame is in {record['filePath']}")]
         # A traceback prints a function's own name; the record may know its qualified name.
-        if record.get("function") and frame.function == record["function"].rsplit(".", 1)[-1]:
+        if function and frame.function == function:
             found.append(Evidence("frame-function", FRAME_FUNCTION, f"in {frame.function}, the function that raises it"))
         if frame.line is not None:
             distance = abs(frame.line - record["lineNumber"])

@@ -390,6 +390,11 @@ def raise_site(tree: Tree, index: ModuleIndex, node: ast.Raise, place: Place) ->
     """The site of one ``raise X(...)``, or :class:`_Skipped` saying why there is none."""
     exc = node.exc
     assert exc is not None
+    held = index.resolver(place)(exc.id) if isinstance(exc, ast.Name) else None
+    if isinstance(held, ast.Call) and (name := dotted(held.func)) and looks_like_class(name):
+        # e = Exception("..."); ...; raise e from None: the line raises a variable, not a class.
+        templates = _templates(name, message_argument(tree, name, held), index.resolver(place))
+        return Site(index.path, node.lineno, place.qualname, name, tuple(templates), order=(node.lineno, node.col_offset))
     if not isinstance(exc, ast.Call):
         name = dotted(exc)
         if name and looks_like_class(name):

@@ -93,16 +93,26 @@ class ModuleIndex:
           names it): wherever it is read it holds that value (or is unbound, and the raise
           fails anyway).
 
+        The first rule also reads text appended with ``+=`` after the assignment, in the block or
+        in one branch of an ``if`` of it (``msg += " If you're looking for ..."`` gives the
+        message with and without that text).
+
         Anything else (a parameter, a loop variable, two assignments) gives ``None``.
         """
 
         def resolve(name: str) -> ast.expr | None:
+            suffixes: list[tuple[ast.expr, bool]] = []  # name += value, and whether it is certain
             for statement in reversed(place.block[: place.position]):
                 if name in bindings(list(_flatten(statement)), []):
                     value = _plain_value(statement, name)
                     if value is not None:
-                        return value
-                    break  # bound in a branch or a loop: only the next rule can tell
+                        return _appended(value, suffixes[::-1])
+                    suffix = _appended_to(statement, name)
+                    if suffix is None:
+                        break  # bound in a branch or a loop: only the next rule can tell
+                    suffixes.append(suffix)
+            if suffixes:
+                return None
             function = place.frame.enclosing
             while function is not None:
                 values = function.bindings.get(name)
@@ -179,6 +189,32 @@ def _plain_value(statement: ast.stmt, name: str) -> ast.expr | None:
     if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) and statement.target.id == name:
         return statement.value
     return None
+
+
+def _appended_to(statement: ast.stmt, name: str) -> tuple[ast.expr, bool] | None:
+    """``(value, certain)`` when ``statement`` only appends to ``name``: ``name += value`` itself
+    (certain), or an ``if`` whose one binding of ``name`` is such a statement in one of its
+    branches, outside any loop (not certain); else ``None``."""
+    if isinstance(statement, ast.AugAssign):
+        target = statement.target
+        if isinstance(target, ast.Name) and target.id == name and isinstance(statement.op, ast.Add):
+            return statement.value, True
+        return None
+    if not isinstance(statement, ast.If):
+        return None
+    inner = [s for s in list(_flatten(statement))[1:] if name in bindings([s], [])]
+    if len(inner) != 1 or not any(inner[0] in block for block in (statement.body, statement.orelse)):
+        return None
+    found = _appended_to(inner[0], name)
+    return (found[0], False) if found and isinstance(inner[0], ast.AugAssign) else None
+
+
+def _appended(value: ast.expr, suffixes: list[tuple[ast.expr, bool]]) -> ast.expr:
+    """``value`` with each suffix appended in order: always when certain, else as an alternative."""
+    for suffix, certain in suffixes:
+        longer = ast.BinOp(left=value, op=ast.Add(), right=suffix)
+        value = longer if certain else ast.IfExp(test=ast.Constant(True), body=longer, orelse=value)
+    return value
 
 
 def _expressions(statement: ast.stmt) -> Iterator[ast.AST]:

@@ -57,6 +57,11 @@ def check(paths: Iterable[str | os.PathLike[str]] | None = None) -> list[RecordE
     return problems
 
 
+def _is_class_name(name: str) -> bool:
+    """Whether a raise line names a class, not a variable that holds the exception (``raise e``)."""
+    return "." in name or not name[0].islower()
+
+
 def check_record(item: LoadedRecord) -> list[RecordError]:
     """The consistency problems of one validated record."""
     record: Record = item.record
@@ -79,7 +84,7 @@ def check_record(item: LoadedRecord) -> list[RecordError]:
         raised = raised_class(line)
         if raised is None:
             problem("lineNumber", f"line {record.lineNumber} is not a raise: {line.strip()[:80]!r}")
-        elif raised.rsplit(".", 1)[-1] != record.errorClass.rsplit(".", 1)[-1]:
+        elif _is_class_name(raised) and raised.rsplit(".", 1)[-1] != record.errorClass.rsplit(".", 1)[-1]:
             problem("lineNumber", f"line {record.lineNumber} raises {raised}, not {record.errorClass}")
     url = github_url(record.repo, record.analyzedSha, record.filePath, record.sourceCodeStart, record.sourceCodeEnd)
     if record.githubUrl != url:

@@ -67,6 +67,103 @@ def simple_literal_runs(pattern: str) -> list[str] | None:
     return [_unescape(run) for run in _SIMPLE_RUN.findall(pattern) if run]
 
 
+_SIMPLE_TOKEN = re.compile("(" + "|".join(_SIMPLE_HOLES) + r")|\\([^A-Za-z0-9])|([^\\\[\](){}.*+?^$|])")
+
+
+@functools.lru_cache(maxsize=4096)
+def simple_tokens(pattern: str) -> tuple[str | None, ...] | None:
+    """A simple pattern (:func:`is_simple`) as its literal runs and holes (``None``), which
+    alternate; ``None`` for any other pattern."""
+    if not is_simple(pattern):
+        return None
+    tokens: list[str | None] = []
+    run: list[str] = []
+    for hole, escaped, plain in _SIMPLE_TOKEN.findall(pattern):
+        if hole:
+            if run:
+                tokens.append("".join(run))
+                run = []
+            if not tokens or tokens[-1] is not None:
+                tokens.append(None)  # holes side by side are one hole
+        else:
+            run.append(escaped or plain)
+    if run:
+        tokens.append("".join(run))
+    return tuple(tokens)
+
+
+def cut_match(pattern: str, message: str) -> str | None:
+    """When ``message`` could be the start of a message ``pattern`` matches in full (it was cut
+    short), the literal text of the pattern that it holds; else ``None``.
+
+    Only simple patterns are read (literal text and holes, :func:`simple_tokens`), and the
+    simple head of one that ends in an optional group (``head(?:\\n...)?``, as the harvest writes
+    messages of several lines); a hole is
+    taken to match anything, so the message may end inside any hole, or inside the run after
+    it. Each run after a hole is placed at its first occurrence, which places as many runs as
+    any placement can.
+    """
+    tokens = simple_tokens(pattern)
+    if tokens is None and (head := _head_before_optional_group(pattern)):
+        tokens = simple_tokens(head)  # a message cut before the optional part is cut in the head
+    if not tokens:
+        return None
+    held: list[str] = []
+    pos = 0
+    if tokens[0] is not None:
+        rest, run = message, tokens[0]
+        if rest.startswith(run):
+            if len(tokens) == 1 and len(rest) > len(run):
+                return None  # text after the pattern's only run
+            held.append(run)
+            pos = len(run)
+        elif run.startswith(rest):
+            return rest or None  # cut inside the first run
+        else:
+            return None
+    for index in range(1 if tokens[0] is not None else 0, len(tokens) - 1, 2):
+        run = tokens[index + 1]  # tokens alternate: a hole at index, then a run
+        found = message.find(run, pos)
+        if found < 0:
+            # The message ends inside this hole, or inside the run: credit the run's start it ends with.
+            tail = next((run[:k] for k in range(min(len(run), len(message) - pos), 0, -1) if message.endswith(run[:k])), "")
+            held.append(tail)
+            break
+        if index + 2 == len(tokens) and found + len(run) < len(message):
+            break  # the last run is not at the end: the message ends inside the hole before it
+        held.append(run)
+        pos = found + len(run)
+    return "".join(held) or None
+
+
+def _head_before_optional_group(pattern: str) -> str | None:
+    """``head`` of a pattern ``head(?:...)?`` (the group at the top level, no ``|`` outside it)."""
+    if not pattern.endswith(")?"):
+        return None
+    depth, start, index = 0, -1, 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            index += 2
+            continue
+        if char == "[":  # a character set, up to its closing bracket (one right after [ or [^ is literal)
+            index += 2 if pattern[index + 1 : index + 2] == "^" else 1
+            index += 1 if pattern[index : index + 1] == "]" else 0
+            while index < len(pattern) and pattern[index] != "]":
+                index += 2 if pattern[index] == "\\" else 1
+        elif char == "(":
+            start = index if depth == 0 else start
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0 and index == len(pattern) - 2 and pattern.startswith("(?:", start):
+                return pattern[:start]
+        elif char == "|" and depth == 0:
+            return None
+        index += 1
+    return None
+
+
 def _unescape(run: str) -> str:
     # In a literal run every backslash starts a two-character escape; without an escaped
     # backslash in it, dropping the backslashes is the same as unescaping (and 10x cheaper).

@@ -22,8 +22,9 @@ Notes vs. multi-line messages
 End of a message
     A message continues until a blank line, a structural line (chain separator, ``Traceback``
     header, ``File`` line, group framing, rich box, "Exception in thread ...:", "Exception
-    ignored in: ..."), a line whose log prefix differs from the exception line's (a new log
-    record after an unprefixed traceback), or end of input. So unprefixed text printed right
+    ignored in: ...", pdb's ``> file(N)f()``, the closing triple quotes of a RemoteTraceback), a line whose
+    log prefix differs from the exception line's (a new log record after an unprefixed
+    traceback), or end of input. So unprefixed text printed right
     after a traceback, without a blank line, is taken as message text: nothing tells it apart.
 RemoteTraceback
     ``multiprocessing``/``concurrent.futures`` print the remote traceback in triple quotes after
@@ -34,7 +35,7 @@ RemoteTraceback
 from __future__ import annotations
 
 from errordb.explainer.parse.classify import (
-    FRAME_RE, GROUP_SUFFIX_RE, LOC_RE, SUMMARY_RE, TB_HEADER, is_caret_line, line_number, parse_exc_line,
+    FRAME_RE, GROUP_SUFFIX_RE, LOC_RE, PDB_LOCATION_RE, SUMMARY_RE, TB_HEADER, is_caret_line, line_number, parse_exc_line,
     separator_kind, short_name,
 )
 from errordb.explainer.parse.faulthandler_output import FaultReader
@@ -298,7 +299,11 @@ class ChainParser:
             return True
         if s.startswith("[Previous line repeated "):
             return False
-        if separator_kind(s) or s.endswith(TB_HEADER) or (self.in_remote and s == '"""'):
+        if separator_kind(s) or (self.in_remote and s == '"""') or (
+            # A header ends the traceback, unless the line is its exception line with a message
+            # that quotes another traceback ("RuntimeError: Initialization failed. state: Traceback ...").
+            s.endswith(TB_HEADER) and not (b.nframes and s != TB_HEADER and parse_exc_line(s, True))
+        ):
             self.finish_truncated()
             return True
         cur = b.cur
@@ -332,7 +337,8 @@ class ChainParser:
         return (
             s.endswith(TB_HEADER)
             or separator_kind(s) is not None
-            or (self.in_remote and s == '"""')
+            or s == '"""'  # the end of a RemoteTraceback's quotes (whose opening line may be cut)
+            or (s[0] == ">" and PDB_LOCATION_RE.match(s) is not None)
             or s[0] == "\u256d"
             # the headers CPython prints before a thread's or an unraisable exception's report
             or s.startswith(("Fatal Python error: ", "Exception in thread ", "Exception ignored "))

@@ -5,13 +5,16 @@ traceback is an exception only if ``Name`` looks like an exception class (:func:
 its last dotted part (ignoring a ``(...)`` suffix) is a builtin exception name, or starts with an
 upper-case letter and ends in Error, Exception, Warning, Exit, Interrupt or Iteration with
 something before the suffix (``ValueError``, ``torch.OutOfMemoryError``; not ``Error``, ``INFO``,
-``Note``, ``http``). Where the position proves it is an exception line (after frames, inside
+``Note``, ``http``), or is a capitalised name in a module named ``errors``, ``exceptions`` or
+``exc`` (``requests.exceptions.MissingSchema``, ``pydantic.errors.PydanticUndefinedAnnotation``),
+or is a module's own ``Error`` or ``Exception`` (``_csv.Error``, ``binascii.Error``). Where the position proves it is an exception line (after frames, inside
 group framing, after a chain separator), any dotted name is accepted (``E: <exception str()
 failed>``) except log-level words.
 """
 
 from __future__ import annotations
 
+import ast
 import builtins
 import re
 
@@ -29,6 +32,7 @@ _EXC_RE = re.compile("(" + _CLASS + r")(?:: ?(.*))?$")
 CLASS_FULL_RE = re.compile(_CLASS + "$")
 GROUP_SUFFIX_RE = re.compile(r"\(\d{1,12} sub-exceptions?\)$")
 LOC_RE = re.compile(r"(\S+?):(\d{1,12}):(?: (.*))?$")  # "path:N: rest" (pytest, warnings)
+PDB_LOCATION_RE = re.compile(r"> \S.*\(\d{1,12}\)[\w<>]*\(\)$")  # pdb's "> /path/x.py(23)decode()"
 SUMMARY_RE = re.compile(r"(?:FAILED|ERROR) (\S+)(?: - (.*))?$")  # pytest's short summary
 
 BUILTIN_EXCEPTIONS = frozenset(
@@ -36,6 +40,8 @@ BUILTIN_EXCEPTIONS = frozenset(
     for name, obj in vars(builtins).items()
     if isinstance(obj, type) and issubclass(obj, BaseException)
 )
+#: Modules that hold a package's exception classes, whatever their names.
+EXCEPTION_MODULES = frozenset(("errors", "exceptions", "exc"))
 CLASS_SUFFIXES = ("Error", "Exception", "Warning", "Exit", "Interrupt", "Iteration")
 # Words that head ordinary log lines ("INFO: ...", "Note: ...", "https://...") and are never
 # taken as an exception class, even where an exception line is expected.
@@ -60,7 +66,10 @@ def is_exception_class(cls: str) -> bool:
         return False
     if head.endswith("RemoteTraceback"):
         return True
-    return any(head.endswith(sfx) and len(head) > len(sfx) for sfx in CLASS_SUFFIXES)
+    if any(head.endswith(sfx) and len(head) > len(sfx) for sfx in CLASS_SUFFIXES):
+        return True
+    modules = cls.split("(", 1)[0].split(".")[:-1]
+    return bool(modules) and (head in ("Error", "Exception") or any(m in EXCEPTION_MODULES for m in modules))
 
 
 def parse_exc_line(s: str, strict: bool) -> tuple[str, str] | None:
@@ -105,14 +114,40 @@ def mentions_traceback(s: str) -> bool:
 
 _NAME = r"((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)"
 #: An exception named inside prose, most telling first: in backticks, in bold, in double or single quotes,
-#: then anywhere in the line up to its end ("I get an error: `KeyError: 'x'`", "# raises KeyError: 'x'").
+#: then anywhere in the line up to its end ("I get an error: `KeyError: 'x'`", "# raises KeyError: 'x'",
+#: "遇到了错误ValueError: ..."). The backticks' message is cut by :func:`_code_span_end`.
 _MENTION_RES = (
-    re.compile(r"`\s*" + _NAME + r": ?([^`]*?)\s*`"),
+    re.compile(r"`\s*" + _NAME + r": ?(.*)"),
     re.compile(r"\*\*\s*" + _NAME + r": ?(.+?)\s*\*\*"),
     re.compile(r"[\"“]\s*" + _NAME + r": ?([^\"”]+?)\s*[\"”]"),
     re.compile(r"(?:^|(?<=\s))'" + _NAME + r": ?([^']+?)\s*'(?=$|[\s.,;:!?)])"),
-    re.compile(r"(?:^|[\s(])" + _NAME + r": (.+?)\s*$"),
+    re.compile(r"(?<![A-Za-z0-9_.])" + _NAME + r": (.+?)\s*$"),
 )
+#: An exception as its repr, as tests and loggers print it: ``TypeError("missing 'ctx'")``.
+_REPR_RE = re.compile(r"(?<![\w.])" + _NAME + r"\(((?:\"(?:[^\"\\]|\\.)*\")|(?:'(?:[^'\\]|\\.)*'))\)")
+#: VS Code's debugger: ``Exception has occurred: TypeError unhashable type: 'list'``, or the class
+#: alone with ``(note: full exception trace is shown ...)`` and the message on the next line.
+_DEBUGGER_RE = re.compile(r"Exception has occurred: " + _NAME + r"(?:\s+\(note: [^)]*\))?(?:\s+(.*?))?[\s`]*$")
+
+
+def might_mention(s: str) -> bool:
+    """A cheap test that :func:`find_mention` may find something in ``s``."""
+    return (":" in s or "(" in s) and (
+        any(sfx in s for sfx in CLASS_SUFFIXES) or any(f"{module}." in s for module in EXCEPTION_MODULES)
+    )
+
+
+def _code_span_end(message: str) -> str:
+    """A message that followed an opening backtick, cut where its code span closes: at the first
+    backtick that does not open a pair of its own (a backtick after a space opens one, as in
+    ``except `step` tensors``), else at the end of the line (the span goes on)."""
+    pos = message.find("`")
+    while pos >= 0:
+        if pos and message[pos - 1].isspace() and message[pos + 1 : pos + 2].strip():
+            pos = message.find("`", message.find("`", pos + 1) + 1) if "`" in message[pos + 1 :] else -1
+            continue
+        return message[:pos].strip()
+    return message.strip()
 
 
 def find_mention(s: str, *, unmarked: bool = True) -> tuple[str, str] | None:
@@ -121,11 +156,82 @@ def find_mention(s: str, *, unmarked: bool = True) -> tuple[str, str] | None:
     Used only when the input holds no traceback and no exception line: then the best guess at
     what the user hit is the exception they quoted in a sentence. The class must look like an
     exception class out of context (:func:`is_exception_class`). ``unmarked`` False looks only
-    for names set off by backticks, bold or quotes (a log line that says "retrying after
-    ConnectionError: timeout" reports no exception).
+    for names set off by backticks, bold or quotes, a repr or a debugger's report (a log line
+    that says "retrying after ConnectionError: timeout" reports no exception). A debugger's
+    report without a message has the message ""; the next line holds it.
     """
-    for pattern in _MENTION_RES if unmarked else _MENTION_RES[:-1]:
-        for m in pattern.finditer(s):
+    m = _DEBUGGER_RE.search(s)
+    if m is not None and is_exception_class(m.group(1)):
+        return m.group(1), m.group(2) or ""
+    for index, pattern in enumerate(_MENTION_RES if unmarked else _MENTION_RES[:-1]):
+        pos = 0
+        while (m := pattern.search(s, pos)) is not None:
             if is_exception_class(m.group(1)):
-                return m.group(1), m.group(2)
+                return m.group(1), _code_span_end(m.group(2)) if index == 0 else m.group(2)
+            pos = m.start() + 1
+    for m in _REPR_RE.finditer(s):
+        if is_exception_class(m.group(1)):
+            try:
+                message = ast.literal_eval(m.group(2))
+            except (ValueError, SyntaxError):
+                continue
+            return m.group(1), message
     return None
+
+
+#: A traceback inside a string of a JSON (or repr) log line: ``"exc_info": "Traceback (most recent
+#: call last):\\n  File \\"x.py\\", ..."``.
+ESCAPED_HEADER = TB_HEADER + "\\n"
+_STRING_RE = re.compile(r"""(["'])((?:(?!\1)[^\\]|\\.)*?Traceback \(most recent call last\):\\n(?:(?!\1)[^\\]|\\.)*)\1?""")
+_ESCAPE_RE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)")
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r"}
+
+
+def unescape(text: str) -> str:
+    """A JSON or Python string literal's escapes replaced by what they stand for."""
+
+    def replace(m: re.Match[str]) -> str:
+        code = m.group(1)
+        if len(code) == 5:
+            return chr(int(code[1:], 16))
+        return _ESCAPES.get(code, code)
+
+    return _ESCAPE_RE.sub(replace, text)
+
+
+def escaped_traceback(line: str) -> list[str]:
+    """The lines of ``line`` with the string that holds an escaped traceback decoded in place:
+    what comes before the string, the traceback's lines, a blank line, what comes after it."""
+    m = _STRING_RE.search(line)
+    if m is None:
+        return [line]
+    # A blank line after the traceback: the rest of the log line is not its message.
+    return [line[: m.start()], *unescape(m.group(2)).split("\n"), "", line[m.end():]]
+
+
+#: Fields of JSON error bodies that hold a message ("message" too, but it is common in ordinary
+#: JSON logs: the fast path does not wake up for it, and it is paired only once a class is seen).
+JSON_MESSAGE_KEYS = ("errorMessage", "exc_value")
+_JSON_FIELD_RE = re.compile(r'"(exc_type|errorType|type|exc_value|errorMessage|message)"\s*:\s*"((?:[^"\\]|\\.)*)"')
+#: Django's debug page: "Exception Type: TooManyRedirects at /path", "Exception Value: Exceeded ...".
+_REPORT_FIELD_RE = re.compile(r"Exception (Type|Value):\s*(.*?)\s*$")
+#: Fields that name an exception's class whatever it looks like; a "type" field must look like one.
+_CLASS_FIELDS = {"exc_type", "errorType", "Type"}
+
+
+def error_fields(s: str) -> list[tuple[str, str]]:
+    """``("class", name)`` or ``("message", text)`` for each field of an error report in ``s``: a
+    JSON error body's (AWS Lambda's ``errorType``/``errorMessage``, structlog's
+    ``exc_type``/``exc_value``, an HTTP error's ``type``/``message``) or Django's debug page's
+    ``Exception Type:``/``Exception Value:`` (whose value may be on the next line: "")."""
+    fields = []
+    m = _REPORT_FIELD_RE.match(s)
+    found = [(m.group(1), m.group(2))] if m is not None else [(k, unescape(v)) for k, v in _JSON_FIELD_RE.findall(s)]
+    for key, value in found:
+        if key in _CLASS_FIELDS or key == "type":
+            name = value.split(" at ", 1)[0] if key == "Type" else value
+            if is_exception_class(name) or (key in _CLASS_FIELDS and CLASS_FULL_RE.match(name)):
+                fields.append(("class", name))
+        elif value or key == "Value":
+            fields.append(("message", value))
+    return fields

@@ -19,7 +19,9 @@ from collections.abc import Iterable, Iterator
 from itertools import islice
 from operator import itemgetter
 
-from errordb.explainer.parse.classify import CLASS_SUFFIXES, find_mention, mentions_traceback
+from errordb.explainer.parse.classify import (
+    ESCAPED_HEADER, escaped_traceback, find_mention, error_fields, mentions_traceback, might_mention,
+)
 from errordb.explainer.parse.fastpath import BLOCK_CHARS, BLOCK_LINES, all_noise
 from errordb.explainer.parse.lines import MAX_LINE_CHARS, Markdown, clean_line, strip_prefixes
 from errordb.explainer.parse.parsed import ParsedException
@@ -30,6 +32,7 @@ _MAX_SOURCES = 1024  # log sources (ranks) tracked at once
 _IDLE_FLUSH_LINES = 2000  # a source silent for this many lines is finished
 _BARE_MAX_LINES = 3
 _MAX_MENTIONS = 16
+_FIELD_LINES = 12  # an error report's class and message fields are at most this many lines apart
 
 #: Set by the test-suite so that a parser bug fails loudly; in production a line that trips an
 #: internal error resets the parser state and parsing goes on (the parser must never raise).
@@ -53,6 +56,8 @@ class _Parser:
         self.markdown = Markdown()
         # Exceptions named in prose (class, message, line, rank): reported when nothing else is.
         self.mentions: list[tuple[str, str, int, str]] = []
+        self.fields: dict[str, tuple[str, int]] = {}  # an error report's "class"/"message" -> (value, line)
+        self.field_waits = False  # a message field's value is on the next line
 
     def skip(self, count: int) -> None:
         """Account for ``count`` noise lines read while quiet, without parsing them.
@@ -67,8 +72,14 @@ class _Parser:
 
     def feed(self, raw: str) -> None:
         self.no += 1
-        no = self.no
         line = self.markdown.unwrap(clean_line(raw))
+        if "\\n" in line and ESCAPED_HEADER in line:
+            for inner in escaped_traceback(line):
+                self._feed_line(clean_line(inner), self.no)
+        else:
+            self._feed_line(line, self.no)
+
+    def _feed_line(self, line: str, no: int) -> None:
         content, ids, hp = strip_prefixes(line) if line else ("", [], False)
         rank = " ".join(ids)
         stripped = content.strip()
@@ -76,10 +87,21 @@ class _Parser:
             self.nonempty += 1
             if self.nonempty <= _BARE_MAX_LINES:
                 self.bare.append((stripped, no, rank))
-        if self.sink.emitted == 0 and ":" in stripped and any(suffix in stripped for suffix in CLASS_SUFFIXES):
-            mention = find_mention(stripped, unmarked=not hp)
-            if mention is not None and len(self.mentions) < _MAX_MENTIONS:
-                self.mentions.append((*mention, no, rank))
+        if self.sink.emitted == 0 and stripped:
+            last = self.mentions[-1] if self.mentions else None
+            if last is not None and not last[1] and last[2] == no - 1:
+                # A debugger's report names the class; its message is the next line.
+                self.mentions[-1] = (last[0], stripped, *last[2:])
+            elif might_mention(stripped):
+                mention = find_mention(stripped, unmarked=not hp)
+                if mention is not None and len(self.mentions) < _MAX_MENTIONS:
+                    self.mentions.append((*mention, no, rank))
+            if self.field_waits:
+                self.field_waits = False
+                self._error_field("message", stripped, no, rank)
+            elif '"' in stripped or stripped.startswith("Exception "):
+                for kind, value in error_fields(stripped):
+                    self._error_field(kind, value, no, rank)
         key = rank
         if not rank and not hp and self.last_key:
             # An unprefixed line continues the previous line's source if that source is inside
@@ -113,7 +135,31 @@ class _Parser:
         if not no & 255:
             self._finish_idle_sources()
         self.sink.release()
-        self.quiet = not self.active and self.nonempty > _BARE_MAX_LINES
+        self.quiet = not self.active and self.nonempty > _BARE_MAX_LINES and not self._waiting()
+
+    def _waiting(self) -> bool:
+        """Whether a half-read mention waits for its message (a JSON class field, a debugger's
+        report, an error report's field): the next lines must be read even if they hold no trigger."""
+        if self.sink.emitted:
+            return False
+        if self.fields and self.no - min(no for _, no in self.fields.values()) >= _FIELD_LINES:
+            self.fields.clear()
+        return self.field_waits or bool(self.fields) or bool(self.mentions and not self.mentions[-1][1] and self.mentions[-1][2] == self.no)
+
+    def _error_field(self, kind: str, value: str, no: int, rank: str) -> None:
+        """An error's class or message in a field of an error report (classify.error_fields),
+        taken as a mention once both are seen a few lines apart."""
+        if kind == "message" and not value:
+            self.field_waits = True  # "Exception Value:" with the message on the next line
+            return
+        other = "message" if kind == "class" else "class"
+        if other in self.fields and no - self.fields[other][1] <= _FIELD_LINES:
+            exc_type, message = (value, self.fields[other][0]) if kind == "class" else (self.fields[other][0], value)
+            if len(self.mentions) < _MAX_MENTIONS:
+                self.mentions.append((exc_type, message, no, rank))
+            self.fields.clear()
+        else:
+            self.fields[kind] = (value, no)
 
     def _finish_idle_sources(self) -> None:
         limit = self.no - _IDLE_FLUSH_LINES

@@ -28,6 +28,8 @@ from errordb.explainer.parse.classify import (
     CAUSE_LINE,
     CLASS_SUFFIXES,
     CONTEXT_LINE,
+    EXCEPTION_MODULES,
+    JSON_MESSAGE_KEYS,
 )
 from errordb.explainer.parse.lines import MAX_LINE_CHARS
 
@@ -46,6 +48,13 @@ _TRIGGERS = (
     *CLASS_SUFFIXES,  # a class-like name ends in one of these ...
     # ... or is a builtin name, which (today) always contains one of them anyway.
     *sorted(n for n in BUILTIN_EXCEPTIONS if not any(sfx in n for sfx in CLASS_SUFFIXES)),
+)
+# Triggers that need not start with a capital: a class in a module of exceptions
+# ("requests.exceptions.MissingSchema"), which need not end in a suffix, and the message fields
+# of JSON error bodies (AWS Lambda's, structlog's), which the driver pairs with a class field.
+_PLAIN_TRIGGERS = (
+    *(f".{module}.".encode() for module in sorted(EXCEPTION_MODULES)),
+    *(f'"{key}"'.encode() for key in JSON_MESSAGE_KEYS),
 )
 # pytest's short summary "FAILED id - msg" / "ERROR id - msg" needs its " - " as well.
 _SUMMARY_TRIGGERS = ("FAILED ", "ERROR ")
@@ -113,6 +122,7 @@ def all_noise(lines: list[str] | tuple[str, ...], text: str | None = None) -> bo
         return False  # a carriage return inside a line (only one ending it is left alone)
     return not (
         _TRIGGER_RE.search(data)
+        or any(trigger in data for trigger in _PLAIN_TRIGGERS)
         or ("in " in text and _LOC_IN_RE.search(data))
         or _LINE_END_RE.search("\n" + text[::-1])
     )

@@ -169,9 +169,11 @@ def strip_prefixes(text: str) -> tuple[str, list[str], bool]:
 
 # A code fence (```` ```python ````, ``~~~``) or a line of HTML tags only (``</details>``,
 # ``<summary>Logs</summary>``): markup around a paste, never part of a message.
-_FENCE_RE = re.compile(r" {0,3}(?:`{3,}|~{3,})[\w+.#-]{0,40}$")
+_FENCE_RE = re.compile(r"(?: {0,3}|\t)(`{3,}|~{3,})\s*([\w+.#-]{0,40})$")
 _TAGS_RE = re.compile(r"(?:\s*</?[a-zA-Z][\w-]{0,20}(?:\s[^<>]{0,200})?>[^<>]{0,200})*\s*</?[a-zA-Z][\w-]{0,20}(?:\s[^<>]{0,200})?>\s*$")
 _QUOTE_RE = re.compile(r"(?:> ?){1,8}")
+# GitHub's "Quote reply" ends the quoted line with its author: " [@name](https://github.com/name)".
+_MENTION_LINK_RE = re.compile(r" ?\[@[\w-]{1,39}\]\(https://github\.com/[\w-]{1,39}\)\s*$")
 
 
 class Markdown:
@@ -183,26 +185,66 @@ class Markdown:
     text) starts a quote, and while it lasts ``>`` is removed from the lines that follow (a
     quoted frame is ``>   File ...``). pytest marks the failing source line ``>   code``, with
     three spaces or more, and ``>>>`` is Python's prompt: neither starts a quote (an empty
-    prompt after a traceback ends its message).
+    prompt after a traceback ends its message); inside a fence nothing starts a quote (pdb's
+    ``> file(12)f()``). In a ``diff`` fence, the ``+``, ``-`` or space that starts each line is
+    taken off, and so is the author link GitHub's "Quote reply" appends to a quoted line
+    (`` [@name](https://github.com/name)``). Outside fences, lines wrapped whole in backticks one
+    after another lose them (a lone one is a code span in a sentence, and the next line is not
+    its message's), and a code span left open at the end of a line ends at the next line's first
+    backtick: the rest is prose (`` `... FastAPIError: Invalid args ...`. Moreover, ...``).
     """
 
     def __init__(self) -> None:
         self.quoting = False
+        self.fence: str | None = None  # the opening fence's marker while inside a fence
+        self.diff = False
+        self.span_open = False  # a line ended inside an inline code span
+        self.wrapped = False  # the last line that was not blank was wrapped whole in backticks
 
     def unwrap(self, line: str) -> str:
+        if "](https://github.com/" in line:
+            line = _MENTION_LINK_RE.sub("", line)
         first = line[:1]
-        if first in ("`", "~", " ") and _FENCE_RE.match(line):
+        if self.diff and first in "+- ":
+            line = line[1:]
+            first = line[:1]
+        if first in ("`", "~", " ", "\t") and (fence := _FENCE_RE.match(line)):
+            self._on_fence(fence.group(1), fence.group(2))
             return ""
         if line == ">>>":
             return ""  # the interpreter's prompt after a traceback: not part of its message
-        if first == ">" and not line.startswith(">>>"):
+        if first == ">" and not line.startswith(">>>") and (self.fence is None or self.quoting):
             marker = _QUOTE_RE.match(line)
             rest = line[marker.end():]
             if self.quoting or not rest[:1].isspace():
                 self.quoting = True
-                return rest
+                return self._code(rest)
         elif line.strip():
-            self.quoting = False
+            if self.fence is None:
+                self.quoting = False
         if "<" in line and ">" in line and _TAGS_RE.match(line):
             return ""
+        return self._code(line)
+
+    def _on_fence(self, marker: str, info: str) -> None:
+        if self.fence is None:
+            self.fence, self.diff = marker, info == "diff"
+        elif not info and marker[0] == self.fence[0] and len(marker) >= len(self.fence):
+            self.fence, self.diff = None, False
+        self.span_open = False
+
+    def _code(self, line: str) -> str:
+        """Inline code outside fences: see the class."""
+        if self.fence is not None or "`" not in line:
+            self.wrapped = self.wrapped and not line.strip()
+            self.span_open = self.span_open and bool(line.strip())
+            return line
+        body = line.strip()
+        wrapped, self.wrapped = self.wrapped, len(body) > 1 and body[0] == body[-1] == "`" and body.count("`") == 2
+        if wrapped and self.wrapped:
+            return line.replace("`", "")
+        if self.span_open:
+            self.span_open = False
+            return line[: line.index("`")]
+        self.span_open = line.count("`") % 2 == 1
         return line
