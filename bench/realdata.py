@@ -80,7 +80,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="builds of each site; the fastest counts (default 1)")
     options = parser.parse_args()
     cache, sglang = bench_cache(), project("sglang")
-    records = harvested(cache, {sglang: options.wheel or fetch(sglang, cache)})
+    (records,) = harvested(cache, {sglang: options.wheel or fetch(sglang, cache)})
 
     with tempfile.TemporaryDirectory(prefix="errordb-realdata-") as work:
         work_dir = Path(work)

@@ -342,7 +342,7 @@ def test_explain_box_identifies_kimi_and_bailing_and_shows_both_for_a_bare_messa
     page.goto(server)
     kimi = explain_in_box(page, KIMI_TRACEBACK)
     assert kimi[0]["id"] == KIMI_VALUE_ERROR and kimi[0]["score"] > kimi[1]["score"]
-    assert [k for k, _ in kimi[0]["evidence"]] == ["message-full", "class-agrees", "frame-file", "frame-function", "frame-line"]
+    assert [k for k, _ in kimi[0]["evidence"]] == ["message-full", "message-specific", "class-agrees", "frame-file", "frame-function", "frame-line"]
     assert page.locator("[data-tie]").count() == 0
     page.screenshot(path=str(_artifact("index-explain.png")), full_page=True)
     assert page.locator("#explain-result li.match.top a").get_attribute("href") == "errors/dspark-requires-explicit-layer-ids-for-aux-hidden-b318b4/index.html"
@@ -398,7 +398,8 @@ def test_scoring_helpers_agree_with_python(new_page, server):
 
 
 def test_the_rules_for_matches_without_frames_agree_with_python(new_page, server):
-    from errordb.explainer.match import BUILTIN_EXCEPTIONS, _own_class, literal_weight, moved_file, same_file
+    from errordb.explainer.match import BUILTIN_EXCEPTIONS, _own_class, moved_file, same_file
+    from errordb.records.patterns import literal_weight
 
     page, _ = new_page()
     page.goto(server)

@@ -73,7 +73,7 @@ def test_bare_message_shows_both_records_as_equally_likely_and_what_tells_them_a
 def test_bare_class_and_message_line():
     document = as_json(f"ValueError: {MESSAGE}")
     assert document["exceptions"][0]["type"] == "ValueError"
-    assert {m["score"] for m in document["matches"]} == {130}
+    assert {m["score"] for m in document["matches"]} == {132.5}
 
 
 def test_chain_matches_every_exception_and_names_the_root_cause():

@@ -16,6 +16,7 @@ from errordb.records.check import check
 from errordb.cli import cli
 from errordb.harvest.drafts import DRAFT_TAG, HarvestError, harvest
 from errordb.harvest.messages import Unreadable, message_pattern, message_text, read_message
+from errordb.store import ingest
 from errordb.records.patterns import compile_pattern, fullmatch
 
 from helpers import copy_records
@@ -468,24 +469,22 @@ def test_reviewed_records_keep_their_analysis_and_are_not_pruned(tmp_path):
     assert path.exists()
 
 
-def test_slugs_of_other_records_follow_the_convention(tmp_path):
+def test_draft_slugs_take_the_id_suffix_and_leave_other_records_alone(tmp_path):
     out = copy_records(tmp_path / "records")  # the bundled sglang records
+    seed_file = out / "sgl-project/sglang/ce31b31dd9a787ba.json"
+    seed = seed_file.read_bytes()
     message = "DSPARK aux hidden capture requires PP=1."  # the plain slug of record ce31b31d...
     root = write_tree(tmp_path / "pkg", {"m.py": f'def f():\n    raise NotImplementedError("{message}")\n'})
-    report = harvest(root, repo=REPO, sha=SHA1, out=out)
-    assert report.slugs_changed == 1
-    seed = json.loads((out / "sgl-project/sglang/ce31b31dd9a787ba.json").read_text())
-    assert seed["record"]["slug"] == "dspark-aux-hidden-capture-requires-pp-1-ce31b3"
-    assert seed["record"]["documentation"]  # nothing else changed
-    assert check([out]) == []
-    # The new raise vanishes: pruned, and the seed's slug is plain again.
-    (root / "m.py").write_text("def f():\n    pass\n")
-    report = harvest(root, repo=REPO, sha=SHA2, out=out, prune=True)
-    assert (report.pruned, report.slugs_changed) == (1, 1)
-    assert json.loads((out / "sgl-project/sglang/ce31b31dd9a787ba.json").read_text())["record"]["slug"] == (
-        "dspark-aux-hidden-capture-requires-pp-1"
-    )
-    assert check([out]) == []
+    harvest(root, repo=REPO, sha=SHA1, out=out)
+    ((rid, draft),) = [(rid, r) for rid, r in records(out).items() if r["repo"] == REPO]
+    assert draft["slug"] == f"dspark-aux-hidden-capture-requires-pp-1-{rid[:6]}"
+    assert seed_file.read_bytes() == seed and check([out]) == []
+    # Another project raising the same words, harvested separately into another tree: the two
+    # trees ingest into one store (each slug is unique by its id), and the first keeps its slug.
+    other = tmp_path / "other"
+    harvest(write_tree(tmp_path / "pkg2", {"n.py": f'def g():\n    raise NotImplementedError("{message}")\n'}), repo="other/project", sha=SHA1, out=other)
+    ingest([out, other], tmp_path / "store.db")
+    assert records(out)[rid]["slug"] == draft["slug"]
 
 
 def test_a_failed_write_leaves_the_tree_as_it_was(tmp_path, monkeypatch):
@@ -609,7 +608,6 @@ def test_cli_harvest_bar_on_a_terminal_nothing_on_a_pipe_or_when_quiet(tmp_path,
 
 def test_drafts_are_accepted_by_ingest_and_shown_as_drafts_by_the_site(tmp_path):
     from errordb.publish.site import build_site
-    from errordb.store import ingest
 
     out = copy_records(tmp_path / "records")  # drafts beside reviewed records
     root = write_tree(tmp_path / "pkg", {"m.py": 'def f(x):\n    raise ValueError(f"bad widget {x!r}")\n'})

@@ -7,12 +7,15 @@ import time
 from dataclasses import dataclass
 
 import pytest
-from helpers import BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR
+from helpers import BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR, envelope, write_envelope
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from errordb.explainer.match import Matcher, common_tail, same_file, score_candidate
 from errordb.records.patterns import (
+    SET_CHUNK,
+    PatternError,
+    PatternSet,
     cached_pattern,
     index_key,
     literal_runs,
@@ -55,8 +58,9 @@ def test_kimi_traceback_ranks_the_kimi_record_first_with_its_evidence(matcher):
     matches = matcher.match("ValueError", MESSAGE, kimi_frames())
     assert [m.id for m in matches] == [KIMI_VALUE_ERROR, BAILING_VALUE_ERROR]
     kinds = [e.kind for e in matches[0].evidence]
-    assert kinds == ["message-full", "class-agrees", "frame-file", "frame-function", "frame-line"]
-    assert matches[0].score == 170 and matches[1].score == 130
+    assert kinds == ["message-full", "message-specific", "class-agrees", "frame-file", "frame-function", "frame-line"]
+    # The message (50 letters and digits of literal text: 2.5 of 5 for being specific) and class, then the frame.
+    assert matches[0].score == 100 + 2.5 + 30 + 20 + 10 + 10 and matches[1].score == 100 + 2.5 + 30
 
 
 def test_bailing_traceback_ranks_the_bailing_record_first(matcher):
@@ -67,7 +71,7 @@ def test_bailing_traceback_ranks_the_bailing_record_first(matcher):
 def test_bare_message_gives_both_records_an_equal_score(matcher):
     matches = matcher.match(None, MESSAGE, [])
     assert {m.id for m in matches} == {KIMI_VALUE_ERROR, BAILING_VALUE_ERROR}
-    assert matches[0].score == matches[1].score == 100
+    assert matches[0].score == matches[1].score == 102.5
 
 
 def test_shifted_lines_in_a_newer_version_still_count_but_less(matcher):
@@ -85,11 +89,11 @@ def test_windows_paths_match_too(matcher):
 
 def test_class_is_compared_by_its_last_part_and_a_wrong_class_costs(matcher):
     qualified = matcher.match("builtins.NotImplementedError", "DSPARK aux hidden capture requires PP=1.", [])
-    assert qualified[0].id == KIMI_PP_ERROR and qualified[0].evidence[1].kind == "class-agrees"
+    assert qualified[0].id == KIMI_PP_ERROR and qualified[0].evidence[2].kind == "class-agrees"
     # Another class says another raise printed these words: only a frame in the file can still tie them.
     assert matcher.match("RuntimeError", "DSPARK aux hidden capture requires PP=1.", []) == []
     wrong = matcher.match("RuntimeError", "DSPARK aux hidden capture requires PP=1.", kimi_frames())
-    assert wrong[0].id == KIMI_PP_ERROR and [e.kind for e in wrong[0].evidence][:3] == ["message-full", "class-differs", "frame-file"]
+    assert wrong[0].id == KIMI_PP_ERROR and [e.kind for e in wrong[0].evidence][:4] == ["message-full", "message-specific", "class-differs", "frame-file"]
 
 
 def _record(pattern, error_class="ValueError", path="python/pkg/srt/models/registry.py"):
@@ -129,11 +133,11 @@ def test_a_frame_in_a_file_moved_within_its_package_gives_the_function_but_not_t
     message = 'field "_items" not yet prepared so type is still a ForwardRef'
     old_layout = F("/app/src/pydantic/pydantic/fields.py", 1093, "_validate_discriminated_union")
     match = score_candidate(record, "pydantic.errors.ConfigError", message, [old_layout])
-    assert [e.kind for e in match.evidence][2:] == ["frame-function"] and "moved" in match.evidence[2].detail
+    assert [e.kind for e in match.evidence][3:] == ["frame-function"] and "moved" in match.evidence[3].detail
     # Another function, another file name, or another package: nothing.
     for frame in (F("/app/src/pydantic/pydantic/fields.py", 1, "validate"), F("/app/src/pydantic/pydantic/main.py", 1, "_validate_discriminated_union"),
                   F("/venv/lib/python3.11/site-packages/other/pydantic/fields.py", 1, "_validate_discriminated_union")):  # fmt: skip
-        assert [e.kind for e in score_candidate(record, "ConfigError", message, [frame]).evidence] == ["message-full", "class-agrees"]
+        assert [e.kind for e in score_candidate(record, "ConfigError", message, [frame]).evidence] == ["message-full", "message-specific", "class-agrees"]
 
 
 def test_an_innermost_frame_in_another_function_of_the_records_file_is_no_evidence():
@@ -145,8 +149,8 @@ def test_an_innermost_frame_in_another_function_of_the_records_file_is_no_eviden
     assert score_candidate(record, "AttributeError", message, [F(site, 105, "<lambda>")]) is None
     assert score_candidate(record, "AttributeError", message, [F("/app/x.py", 1, "f"), F(site, 105, "<lambda>")]) is None
     # Raised in __getattr__, or passing through main.py on the way to the raise elsewhere: the frame counts.
-    assert score_candidate(record, "AttributeError", message, [F(site, 10, "__getattr__")]).score == 100 + 30 + 20 + 10 + 10
-    assert [e.kind for e in score_candidate(record, "AttributeError", message, [F(site, 900, "validate"), F("/venv/x/y.py", 3, "g")]).evidence][2:] == ["frame-file"]
+    assert score_candidate(record, "AttributeError", message, [F(site, 10, "__getattr__")]).score == 100 + 1.0 + 30 + 20 + 10 + 10
+    assert [e.kind for e in score_candidate(record, "AttributeError", message, [F(site, 900, "validate"), F("/venv/x/y.py", 3, "g")]).evidence][3:] == ["frame-file"]
 
 
 def test_message_inside_a_longer_one_is_a_partial_match(matcher):
@@ -169,7 +173,8 @@ def test_a_message_cut_short_finds_its_records_as_partial_matches(matcher):
     cut = MESSAGE[:40]  # "DSPARK requires explicit layer_ids for a": cut inside a word
     bare = matcher.match("ValueError", cut, [])
     assert {m.id for m in bare} == {KIMI_VALUE_ERROR, BAILING_VALUE_ERROR}
-    assert [e.kind for e in bare[0].evidence] == ["message-partial", "class-agrees"] and bare[0].score == 70
+    assert [e.kind for e in bare[0].evidence] == ["message-partial", "message-specific", "class-agrees"]
+    assert bare[0].score == 40 + 1.8 + 30  # specific by the 35 letters and digits it holds, not the pattern's 50
     assert "cut short" in bare[0].evidence[0].detail
     assert [m.id for m in matcher.match("ValueError", cut, kimi_frames())][:1] == [KIMI_VALUE_ERROR]
     # Under another class it was raised elsewhere; too little of the text says nothing.
@@ -183,6 +188,14 @@ def test_candidates_come_from_the_index_not_every_record(matcher):
     assert {r["id"] for r in matcher.candidates(MESSAGE)} == {KIMI_VALUE_ERROR, BAILING_VALUE_ERROR}
     keys = dict(matcher.conn.execute("SELECT id, matchKey FROM records"))
     assert keys[KIMI_PP_ERROR] == "pp"
+
+
+def test_the_index_word_is_one_of_the_first_words_so_a_message_cut_short_keeps_it():
+    pattern = r"The checkpoint you are trying to load has model type `.*` but Transformers does not recognize it\. Update it, or it is out of date\."
+    frequency = dict.fromkeys(pattern_words(pattern), 50) | {"date": 1, "checkpoint": 30}
+    assert index_key(pattern, frequency) == "checkpoint"  # "date" is rarer, but a cut paste loses it first
+    cut = "The checkpoint you are trying to load has model type `internvl` but Transformers does not recogn"
+    assert index_key(pattern, frequency) in message_words(cut)
 
 
 def test_index_key_prefers_the_rarest_word():
@@ -287,3 +300,35 @@ def test_the_fast_literal_reader_agrees_with_the_full_parser(parts):
 def test_the_fast_literal_reader_declines_anything_else():
     for pattern in (r"a|b", r"[abc]", r"a{2}", r"(?i)x", r"^x$", r"(a)(b)"):
         assert simple_literal_runs(pattern) is None
+
+
+# Patterns with no index word: searched all at once --------------------------------------------
+
+
+def test_a_pattern_set_finds_what_each_pattern_finds_alone():
+    patterns = [f"Unsupported w{i} .*" for i in range(SET_CHUNK * 2 + 5)] + [r"(?s).*x", r"\d+ items", r"^abc", r"(?i)NOT FOUND"]
+    found = PatternSet(patterns)
+    texts = ["Unsupported w7 thing", f"zzz Unsupported w{SET_CHUNK * 2 + 4} q", "3 items\nnext", "abc", "xabc", "", "not found", "é"]
+    for text in texts:
+        assert sorted(found.search(text)) == [i for i, p in enumerate(patterns) if cached_pattern(p).search(text) is not None], text
+    # A pattern RE2 refuses is "found" everywhere: whoever asked tries it alone and learns why.
+    refused = PatternSet(["ok", "(a)\\1", "fine"])
+    assert refused.search("nothing") == [1]
+    with pytest.raises(PatternError):
+        cached_pattern("(a)\\1")
+
+
+def test_records_without_an_index_word_are_found_and_only_when_their_pattern_is_there(tmp_path):
+    records = tmp_path / "records"
+    template = envelope(KIMI_PP_ERROR)
+    for i in range(SET_CHUNK + 20):  # more than one RE2 set
+        data = {**template, "record": {**template["record"], "id": f"{i:016x}", "slug": f"not-supported-{i}",
+                                       "errorMessage": f"Unsupported_w{i:04}", "messagePattern": f"Unsupported_w{i:04}"}}  # fmt: skip
+        write_envelope(records, data)
+    ingest([records], tmp_path / "s.db")
+    matcher = Matcher(connect(tmp_path / "s.db").conn)
+    assert matcher.conn.execute("SELECT count(*) FROM records WHERE matchKey = ''").fetchone()[0] == SET_CHUNK + 20
+    hit = matcher.match("NotImplementedError", f"Unsupported_w{SET_CHUNK + 7:04}", kimi_frames())
+    assert [m.id for m in hit][:1] == [f"{SET_CHUNK + 7:016x}"]
+    assert {r["id"] for r in matcher.candidates(f"worker: Unsupported_w{SET_CHUNK + 7:04} here")} == {f"{SET_CHUNK + 7:016x}"}
+    assert matcher.candidates("Unsupported everywhere") == []

@@ -73,6 +73,8 @@ def test_a_known_function_is_written_after_the_line_and_an_unknown_one_not_at_al
         ("messagePattern", r"DSPARK requires .+\.", "DSPARK ("),
         ("messagePattern", None, r"(a)\1"),
         ("messagePattern", None, r"DSPARK(?=x)"),
+        ("messagePattern", None, r"(?s).*"),  # matches every message: it would claim every exception
+        ("messagePattern", None, r"[\s\S]*|DSPARK"),
         ("solutions", ["one", "two"], ["one", 2]),
         ("solutions", [], "not a list"),
         ("tags", ["a-b", "c.d"], ["Has Space"]),
@@ -178,3 +180,8 @@ def test_store_field_lists_agree_with_the_models():
 
     assert store.SCALAR_FIELDS == schema.SCALAR_FIELDS
     assert store.LIST_FIELDS == schema.LIST_FIELDS
+
+
+def test_a_pattern_that_matches_every_message_is_refused_and_says_why():
+    assert "matches every message" in str(refusal(with_field("messagePattern", r"(?s)(.*)")))
+    validate_envelope("x.json", with_field("messagePattern", r"(?s).*\."))  # requires a final "."

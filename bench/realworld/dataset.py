@@ -86,31 +86,32 @@ def fetch(project: Project, cache: Path) -> Path:
     return found[0]
 
 
-def harvested(cache: Path, wheels: dict[Project, Path]) -> Path:
-    """One records tree of the harvest of every project's wheel (one tree, so that slugs stay
-    unique across projects: sglang and vllm share messages), made once per set of wheels and
-    harvest code; a tree made of others in ``cache`` is removed."""
+def harvested(cache: Path, wheels: dict[Project, Path]) -> list[Path]:
+    """A records tree of each project's wheel, harvested separately (as different people would,
+    into one store: draft slugs are unique across repositories), made once per set of wheels
+    and harvest code; trees made of others in ``cache`` are removed."""
     digest = hashlib.sha256("\0".join(wheel.name for wheel in wheels.values()).encode())
     for source in sorted((ROOT / "errordb" / "harvest").glob("*.py")):
         digest.update(source.name.encode() + b"\0" + source.read_bytes())
     records = cache / f"harvest-{digest.hexdigest()[:12]}"
+    trees = [records / one.name for one in wheels]
     done = records / ".harvested"
     if not done.exists():
         for old in cache.glob("harvest-*"):  # made by other wheels or harvest code
             shutil.rmtree(old, ignore_errors=True)
         summaries = []
-        for one, wheel in wheels.items():
+        for (one, wheel), tree in zip(wheels.items(), trees):
             source = cache / "source" / wheel.stem
             shutil.rmtree(source, ignore_errors=True)
             with zipfile.ZipFile(wheel) as archive:
                 names = [n for n in archive.namelist() if n.startswith(f"{one.package}/") and n.endswith(".py")]
                 archive.extractall(source, members=names)
             print(f"harvesting {one.name} {one.version} ...", file=sys.stderr)
-            report = harvest(source / one.package, repo=one.repo, sha=SHA, out=records,
+            report = harvest(source / one.package, repo=one.repo, sha=SHA, out=tree,
                              prefix=one.prefix, analyzed_at=ANALYZED_AT)  # fmt: skip
             summaries.append(f"{one.name} {one.version}: {report.summary()}")
         done.write_text("\n".join(summaries) + "\n")
-    return records
+    return trees
 
 
 if __name__ == "__main__":

@@ -3,8 +3,8 @@
     python bench/realworld/run.py             # fetch and harvest (cached), ingest, explain, score
     python bench/realworld/run.py -k vllm     # only the cases whose file name contains "vllm"
 
-The store holds the bundled records and the harvest of every release in projects.toml
-(bench/realworld/dataset.py). Each case (a paste copied verbatim from a public issue, with its
+The store holds the bundled records and the harvest of every release in projects.toml, each
+harvested into a tree of its own (bench/realworld/dataset.py) and ingested together. Each case (a paste copied verbatim from a public issue, with its
 address and labels: README.md in this folder) is explained with ``errordb.explain``, and scored:
 
 - parse: the input's final exception (the last one printed: a traceback cut before its
@@ -149,8 +149,8 @@ def main() -> None:
     cases = [Case.load(path) for path in sorted((HERE / "cases").glob("*.toml")) if options.k in path.stem]
     by_repo = {project.repo: project for project in projects()}
     db = cache_dir() / "store.db"
-    records = harvested(cache_dir(), {project: fetch(project, cache_dir()) for project in projects()})
-    ingest([records, bundled_records_dir()], db, prune=True)
+    trees = harvested(cache_dir(), {project: fetch(project, cache_dir()) for project in projects()})
+    ingest([*trees, bundled_records_dir()], db, prune=True)
     errordb.explain("ValueError: warm-up", db)  # the first call opens the store and compiles the patterns
     outcomes = [explain_case(case, db, by_repo) for case in cases]
     report_misses(outcomes)

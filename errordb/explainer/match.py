@@ -8,14 +8,13 @@ is then verified with its real pattern, in RE2.
 
 from __future__ import annotations
 
-import functools
 import re
 import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
 from errordb.explainer.parse.classify import BUILTIN_EXCEPTIONS, short_name
-from errordb.records.patterns import PatternError, cached_pattern, cut_match, message_words
+from errordb.records.patterns import PatternError, PatternSet, cached_pattern, cut_match, literal_weight, message_words, word_characters
 
 FULL_MATCH = 100
 PARTIAL_MATCH = 40
@@ -25,6 +24,11 @@ FRAME_FILE = 20
 FRAME_FUNCTION = 10
 FRAME_LINE = 10
 LINE_HORIZON = 200  # lines away at which a frame's line stops counting
+#: Specific beats generic: a message match earns up to SPECIFIC_POINTS for the literal text its
+#: pattern requires, in full from SPECIFIC_MAX letters and digits on; less than a frame's
+#: function or line, so it only orders matches the traceback does not tell apart.
+SPECIFIC_POINTS = 5
+SPECIFIC_MAX = 100
 #: A pattern with fewer word characters of literal text than this says too little on its own
 #: ("No module named .+", "'.*' object has no attribute '.*'", "CUDA error: .*"): the
 #: interpreter and every library print such messages, so its match needs another sign.
@@ -38,7 +42,7 @@ CANDIDATE_COLUMNS = ("id", "slug", "repo", "errorClass", "errorMessage", "messag
 class Evidence:
     """One reason a match scores what it does."""
 
-    kind: str  # message-full, message-partial, class-agrees, class-differs, frame-file, frame-function, frame-line
+    kind: str  # message-full, message-partial, message-specific, class-agrees, class-differs, frame-file, frame-function, frame-line
     points: float
     detail: str
 
@@ -133,6 +137,10 @@ def score_candidate(record: dict[str, Any], exc_type: str | None, message: str, 
         evidence.append(Evidence("message-partial", PARTIAL_MATCH, "the message is cut short: it is the start of one the pattern matches"))
     else:
         return None
+    weight = word_characters(held) if held is not None else literal_weight(record["messagePattern"])
+    points = round(min(weight, SPECIFIC_MAX) * SPECIFIC_POINTS / SPECIFIC_MAX, 1)
+    if points:
+        evidence.append(Evidence("message-specific", points, f"the pattern requires {weight} letters and digits of the message"))
     if exc_type:
         if exc_type == record["errorClass"] or short_class(exc_type) == short_class(record["errorClass"]):
             evidence.append(Evidence("class-agrees", CLASS_AGREES, f"raised as {exc_type}, the record's class"))
@@ -144,17 +152,6 @@ def score_candidate(record: dict[str, Any], exc_type: str | None, message: str, 
     elif not _says_enough(record, evidence, held):
         return None
     return Match(record=record, score=round(sum(e.points for e in evidence), 1), evidence=evidence)
-
-
-_LITERAL_NOISE = re.compile(r"\\[A-Za-z]|\[(?:\\.|[^\]])*\]|\(\?[A-Za-z]+\)")
-_WORD_CHARACTER = re.compile(r"\w", re.ASCII)
-
-
-@functools.lru_cache(maxsize=4096)
-def literal_weight(pattern: str) -> int:
-    """The word characters of a pattern's literal text: every ``[A-Za-z0-9_]`` but those of
-    escapes (``\\d``), character sets (``[^/]``) and inline flags (``(?s)``)."""
-    return len(_WORD_CHARACTER.findall(_LITERAL_NOISE.sub("", pattern)))
 
 
 def _says_enough(record: dict[str, Any], evidence: list[Evidence], held: str | None) -> bool:
@@ -169,7 +166,7 @@ def _says_enough(record: dict[str, Any], evidence: list[Evidence], held: str | N
     """
     kinds = {e.kind for e in evidence}
     if held is not None:
-        return "class-differs" not in kinds and len(_WORD_CHARACTER.findall(held)) >= SPECIFIC_LITERAL
+        return "class-differs" not in kinds and word_characters(held) >= SPECIFIC_LITERAL
     if "class-differs" in kinds and "message-full" in kinds:
         return False  # a partial match may be another exception quoting this one: its class differs
     if literal_weight(record["messagePattern"]) >= SPECIFIC_LITERAL:
@@ -253,20 +250,33 @@ class Matcher:
 
     def __init__(self, conn: sqlite3.Connection):
         self.conn = conn
+        self._unindexed: tuple[list[str], PatternSet] | None = None
 
     def candidates(self, message: str) -> list[dict[str, Any]]:
-        """Records whose index word occurs in ``message``, plus those with no index word."""
-        words = message_words(message)
-        columns = ", ".join(f'"{c}"' for c in CANDIDATE_COLUMNS)
+        """Records whose index word occurs in ``message``, and those with no index word whose
+        pattern is found in it (all of those searched at once, :class:`PatternSet`)."""
         found: dict[str, dict[str, Any]] = {}
+        words = message_words(message)
         # SQLite allows 32766 parameters; batches keep any message far below that.
-        for start in range(0, max(len(words), 1), 500):
-            chunk = words[start : start + 500] or [""]
-            marks = ",".join("?" * len(chunk))
-            sql = f"SELECT {columns} FROM records WHERE matchKey IN ({marks}, '')"
-            for row in self.conn.execute(sql, chunk):
-                found[row[0]] = dict(zip(CANDIDATE_COLUMNS, row))
+        for start in range(0, len(words), 500):
+            self._add_rows(found, "matchKey", words[start : start + 500])
+        ids = self._unindexed_found(message)
+        for start in range(0, len(ids), 500):
+            self._add_rows(found, "id", ids[start : start + 500])
         return list(found.values())
+
+    def _add_rows(self, found: dict[str, dict[str, Any]], column: str, values: list[str]) -> None:
+        columns = ", ".join(f'"{c}"' for c in CANDIDATE_COLUMNS)
+        sql = f"SELECT {columns} FROM records WHERE {column} IN ({','.join('?' * len(values))})"
+        for row in self.conn.execute(sql, values):
+            found[row[0]] = dict(zip(CANDIDATE_COLUMNS, row))
+
+    def _unindexed_found(self, message: str) -> list[str]:
+        if self._unindexed is None:
+            rows = self.conn.execute("SELECT id, messagePattern FROM records WHERE matchKey = '' ORDER BY id").fetchall()
+            self._unindexed = ([row[0] for row in rows], PatternSet([row[1] for row in rows]))
+        ids, patterns = self._unindexed
+        return [ids[position] for position in patterns.search(message)] if ids else []
 
     def match(self, exc_type: str | None, message: str, frames: list[Any] = ()) -> list[Match]:
         """Every record matching one exception, ranked."""

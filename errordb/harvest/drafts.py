@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from errordb.records.conventions import github_url, slug_base, slug_with_suffix
+from errordb.records.conventions import github_url, slug_with_suffix
 from errordb.errors import RecordError
 from errordb.harvest.scan import REASONS, HarvestError, ProgressCallback, ScannedFile, Site, Skip, scan_tree
 
@@ -43,7 +43,7 @@ ID_SCHEME = "errordb-harvest-id-1"
 DEFAULT_ANALYZED_AT = "1970-01-01"
 #: The fields a harvest owns; every other field is the analyst's and survives a re-harvest.
 MECHANICAL_FIELDS = (
-    "id", "repo", "slug", "errorMessage", "errorClass", "filePath", "lineNumber", "functionName", "sourceCode",
+    "id", "repo", "errorMessage", "errorClass", "filePath", "lineNumber", "functionName", "sourceCode",
     "sourceCodeStart", "sourceCodeEnd", "githubUrl", "analyzedSha", "analyzedAt", "schemaVersion",
 )  # fmt: skip
 
@@ -70,7 +70,6 @@ class HarvestReport:
     unchanged: int = 0
     pruned: int = 0
     stale: list[str] = field(default_factory=list)  # vanished, but reviewed: kept
-    slugs_changed: int = 0  # other records whose slug gained or lost its suffix
     seconds: float = 0.0
 
     @property
@@ -92,8 +91,6 @@ class HarvestReport:
         ]
         if self.stale:
             parts.append(f"{len(self.stale)} vanished but reviewed, kept")
-        if self.slugs_changed:
-            parts.append(f"{self.slugs_changed} other records' slugs updated")
         return "; ".join(parts) + f" in {self.seconds:.2f}s ({self.files_per_second:.0f} files/s)"
 
     def listing(self) -> str:
@@ -126,12 +123,17 @@ def source_window(lines: list[str], line: int) -> tuple[str, int, int]:
 
 
 def draft_record(site: Site, lines: list[str], *, repo: str, sha: str, analyzed_at: str) -> dict[str, Any]:
-    """A draft record (as a dict in schema order) for one raise site; its slug is the base slug."""
+    """A draft record (as a dict in schema order) for one raise site.
+
+    Its slug is the message's with the id's suffix: unique across repositories without looking
+    at any other record, so it stays the same when another project is harvested beside it.
+    """
     source, start, end = source_window(lines, site.line)
+    rid = record_id(repo, site)
     return {
-        "id": record_id(repo, site),
+        "id": rid,
         "repo": repo,
-        "slug": slug_base(site.message),
+        "slug": slug_with_suffix(site.message, rid),
         "errorCode": None,
         "errorMessage": site.message,
         "messagePattern": site.pattern,
@@ -174,14 +176,16 @@ def is_draft(record: Any) -> bool:
 def merge(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
     """A re-harvested record: the harvest's fields from ``new``, the analyst's from ``old``.
 
-    While a record is a draft its pattern is the harvest's too (a newer errordb may read the
-    message better); once reviewed, a pattern an analyst may have refined is kept.
+    While a record is a draft its pattern and slug are the harvest's too (a newer errordb may
+    read the message better, and the slug follows the message); once reviewed, a pattern an
+    analyst may have refined and the slug its page is known by are kept.
     """
     merged = dict(old)
     for name in MECHANICAL_FIELDS:
         merged[name] = new[name]
     if is_draft(old):
         merged["messagePattern"] = new["messagePattern"]
+        merged["slug"] = new["slug"]
     return {name: merged[name] for name in new}  # schema order
 
 
@@ -201,10 +205,6 @@ class _Existing:
     @property
     def record(self) -> dict[str, Any]:
         return self.data["record"]
-
-    @property
-    def slug(self) -> str:
-        return self.record["slug"]
 
     def validated(self) -> Envelope:
         """The envelope, validated: a record this run rewrites or merges must be a good one."""
@@ -257,8 +257,7 @@ def harvest(
     ``prefix`` is where ``path`` sits inside the repository ``repo`` at commit ``sha``. Records
     of the same raise site (same id) are updated in place, keeping what an analyst wrote; with
     ``prune``, draft records of ``repo`` under the harvested path whose raise is gone are
-    deleted. Other records whose slug must gain or lose its id suffix because of the new
-    records are rewritten with that slug. Raises :class:`HarvestError` (and writes nothing)
+    deleted. Other records are never touched. Raises :class:`HarvestError` (and writes nothing)
     when the options or the ``out`` tree are unusable.
 
     ``progress``, if given, is called as ``progress(stage, done, total)`` while the run goes
@@ -288,7 +287,7 @@ def harvest(
     run.check_drafts(scanned, sha, analyzed_at, step)
     existing = _read_out_tree(out)
     final, deletes, merged = run.plan(existing, _scope(root, prefix) if prune else None)
-    _assign_slugs(final, set(run.drafts))
+    _check_slugs(final, set(run.drafts))
     writes = run.files(final, existing, merged)
     previous = {item.path: item.raw for item in existing.values() if item.path in writes}
     _commit(writes, deletes, previous, lambda done, total: step("writing", done, total))
@@ -305,7 +304,7 @@ class _Run:
     dataset_version: str
     report: HarvestReport
     drafts: dict[str, dict[str, Any]] = field(default_factory=dict)
-    checked: dict[str, Envelope] = field(default_factory=dict)  # the drafts, validated and checked (slug: the base)
+    checked: dict[str, Envelope] = field(default_factory=dict)  # the drafts, validated and checked
 
     def check_drafts(self, scanned: list[ScannedFile], sha: str, analyzed_at: str, step: ProgressCallback) -> None:
         """Build, validate and check a draft of every site; a draft that fails is a skip."""
@@ -359,17 +358,13 @@ class _Run:
         return final, deletes, merged
 
     def files(self, final: dict[str, dict[str, Any]], existing: dict[str, _Existing], merged: set[str]) -> dict[Path, str]:
-        """The text of every file to write: this run's records that changed, and other records
-        whose slug changed."""
+        """The text of every file to write: this run's records that changed."""
         writes: dict[Path, str] = {}
         for rid, record in final.items():
-            old = existing.get(rid)
             if rid in self.drafts:
                 text = _canonical_text(self._envelope(rid, record, rid in merged))
-                if self._count(old, record, text):
+                if self._count(existing.get(rid), record, text):
                     writes[_target(self.out, record)] = text
-            elif record["slug"] != old.slug:
-                writes[old.path] = self._reslugged(old, record["slug"])
         return writes
 
     def _envelope(self, rid: str, record: dict[str, Any], merged: bool) -> Envelope:
@@ -377,9 +372,7 @@ class _Run:
 
         if merged:
             return Envelope.model_validate({"record": record, "datasetVersion": self.dataset_version})
-        # Validated and checked already; the slug is the only change (and always valid).
-        draft = self.checked[rid]
-        return draft.model_copy(update={"record": draft.record.model_copy(update={"slug": record["slug"]})})
+        return self.checked[rid]  # validated and checked already
 
     def _count(self, old: _Existing | None, record: dict[str, Any], text: str) -> bool:
         """Count one of this run's records in the report; whether its file is to be written."""
@@ -394,17 +387,6 @@ class _Run:
             report.updated += 1
             report.moved += old.record["lineNumber"] != record["lineNumber"]
         return True
-
-    def _reslugged(self, old: _Existing, slug: str) -> str:
-        """Another record, not harvested now, whose slug must gain or lose its suffix."""
-        from errordb.records.schema import Envelope
-
-        if old.path.suffix != ".json":
-            raise HarvestError(f"{old.path}: record {old.record['id']}'s slug must become {slug}; it is in a JSON Lines file")
-        envelope = old.validated()
-        record = {**envelope.record.model_dump(mode="json"), "slug": slug}
-        self.report.slugs_changed += 1
-        return _canonical_text(Envelope.model_validate({"record": record, "datasetVersion": envelope.datasetVersion}))
 
 
 def _canonical_text(envelope: Envelope) -> str:
@@ -493,25 +475,13 @@ def _read_out_tree(out: Path) -> dict[str, _Existing]:
     return found
 
 
-def _assign_slugs(final: dict[str, dict[str, Any]], ours: set[str]) -> None:
-    """Give every record the slug the convention wants, given all the others.
-
-    A base slug shared by two or more records takes the ``-<id6>`` suffix on each of them;
-    a base used once is plain. A record this run does not write is changed only when its
-    slug is one of the two the convention allows (a slug named otherwise is left alone).
-    """
-    bases = Counter(slug_base(record["errorMessage"]) for record in final.values())
+def _check_slugs(final: dict[str, dict[str, Any]], ours: set[str]) -> None:
+    """Refuse a run whose records would share a slug with another record of the tree."""
     holders: dict[str, str] = {}
     for rid in sorted(final):
-        record = final[rid]
-        base, suffixed = slug_base(record["errorMessage"]), slug_with_suffix(record["errorMessage"], rid)
-        if rid in ours or record["slug"] in (base, suffixed):
-            wanted = base if bases[base] == 1 else suffixed
-            if wanted != record["slug"]:
-                final[rid] = record = {**record, "slug": wanted}
-        other = holders.setdefault(record["slug"], rid)
+        other = holders.setdefault(final[rid]["slug"], rid)
         if other != rid and (rid in ours or other in ours):
-            raise HarvestError(f"records {other} and {rid} would share the slug {record['slug']!r}")
+            raise HarvestError(f"records {other} and {rid} would share the slug {final[rid]['slug']!r}")
 
 
 def _commit(writes: dict[Path, str], deletes: list[Path], previous: dict[Path, bytes], progress=None) -> None:

@@ -1,11 +1,14 @@
 """``errordb check``: the schema plus the dataset's own consistency rules, one problem per line.
 
 Rules beyond the schema: the pattern fully matches the message (the schema itself refuses a
-pattern that does not, so ingest refuses it too; check reports it as the file's validation
-error, and :func:`check_record` keeps the rule for records built in code); the snippet has exactly
+pattern that does not, or that matches every message, so ingest refuses it too; check reports
+it as the file's validation error, and :func:`check_record` keeps the rule for records built in
+code) and requires a few letters or digits of literal text (``.+ failed: .+`` would claim
+almost any exception); the snippet has exactly
 ``sourceCodeEnd - sourceCodeStart + 1`` lines; the line at ``lineNumber`` is the ``raise`` of
 the record's class (or the line that begins it); ``githubUrl`` is the pinned URL of exactly that
-window; slugs follow the convention and are unique; ids are unique; a file inside a records
+window; slugs follow the convention (the message's, alone or with the id's suffix) and are
+unique; ids are unique; a file inside a records
 tree lives at ``<owner>/<repo>/<id>.json``; every ``backgroundTag`` has a family entry.
 """
 
@@ -15,11 +18,11 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from errordb.records.conventions import allowed_slugs, github_url, slug_base
+from errordb.records.conventions import allowed_slugs, github_url
 from errordb.errors import RecordError
 from errordb.records.families import families_for, load_families
 from errordb.records.loader import LoadedRecord, bundled_records_dir, load_file, record_files
-from errordb.records.patterns import PatternError, fullmatch
+from errordb.records.patterns import ALMOST_ANYTHING, PatternError, fullmatch, literal_weight
 from errordb.records.schema import Record
 from errordb.records.snippet import line_at, raised_class, snippet_lines
 
@@ -75,6 +78,9 @@ def check_record(item: LoadedRecord) -> list[RecordError]:
             problem("messagePattern", "does not fully match errorMessage")
     except PatternError as exc:
         problem("messagePattern", str(exc))
+    weight = literal_weight(record.messagePattern)
+    if weight < ALMOST_ANYTHING:
+        problem("messagePattern", f"matches almost any message: it requires {weight} letters or digits of literal text")
     expected_lines = record.sourceCodeEnd - record.sourceCodeStart + 1
     actual_lines = len(snippet_lines(record.sourceCode))
     if actual_lines != expected_lines:
@@ -110,21 +116,14 @@ def _check_dataset(items: list[LoadedRecord]) -> list[RecordError]:
     problems = []
     first_source: dict[str, str] = {}
     slug_owner: dict[str, str] = {}
-    base_users: dict[str, int] = {}
-    for item in items:
-        base_users[slug_base(item.record.errorMessage)] = base_users.get(slug_base(item.record.errorMessage), 0) + 1
     for item in items:
         record = item.record
         if record.id in first_source:
             problems.append(RecordError(item.source, record.id, "id", f"duplicate id: also in {first_source[record.id]}"))
         first_source.setdefault(record.id, item.source)
         if record.slug in slug_owner and slug_owner[record.slug] != record.id:
-            problems.append(RecordError(item.source, record.id, "slug", f"{record.slug!r} is also the slug of record {slug_owner[record.slug]}"))
+            base, suffixed = allowed_slugs(record.errorMessage, record.id)
+            hint = f"; use {suffixed}" if record.slug == base else ""
+            problems.append(RecordError(item.source, record.id, "slug", f"{record.slug!r} is also the slug of record {slug_owner[record.slug]}{hint}"))
         slug_owner.setdefault(record.slug, record.id)
-        base, suffixed = allowed_slugs(record.errorMessage, record.id)
-        shared = base_users[base] > 1
-        if shared and record.slug == base:
-            problems.append(RecordError(item.source, record.id, "slug", f"other records share the message's slug; use {suffixed}"))
-        elif not shared and record.slug == suffixed:
-            problems.append(RecordError(item.source, record.id, "slug", f"no other record shares this slug; use {base}"))
     return problems

@@ -1,9 +1,11 @@
 """Naming conventions the dataset follows: slugs and pinned GitHub URLs.
 
 Slugs follow the seed records: the message lower-cased, every run of other characters turned
-into one hyphen, cut at a word boundary to at most :data:`SLUG_BASE_MAX` characters. Where two
-records of a dataset share that base, each takes the first six hex digits of its id as a suffix
-(``dspark-requires-explicit-layer-ids-for-aux-hidden-b318b4``).
+into one hyphen, cut at a word boundary to at most :data:`SLUG_BASE_MAX` characters, alone or
+with the first six hex digits of the record's id as a suffix
+(``dspark-requires-explicit-layer-ids-for-aux-hidden-b318b4``). Records that share a message take
+the suffix; harvested drafts always do, so their slugs are unique across repositories whatever
+else is harvested.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ def slug_base(message: str) -> str:
 
 
 def slug_with_suffix(message: str, record_id: str) -> str:
-    """The slug of a record whose base slug is shared with another record."""
+    """The slug of a record with its id's suffix (a draft's, or one whose base slug is shared)."""
     return f"{slug_base(message)}-{record_id[:SLUG_SUFFIX_LEN]}"
 
 

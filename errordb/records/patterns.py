@@ -195,14 +195,81 @@ def validate_pattern(pattern: str, message: str | None) -> bool:
     engine = _re2_extension()
     if engine is None:
         compiled = compile_pattern(pattern)
-        return message is not None and compiled.fullmatch(message) is not None
-    regexp = engine.RE2(pattern.encode("utf-8"), _re2()[1])
-    if not regexp.ok():
-        raise _refused_by_re2(regexp.error())
-    if message is None:
-        return False
-    data = message.encode("utf-8")
-    return regexp.Match(engine.RE2.Anchor.ANCHOR_BOTH, data, 0, len(data))[0] != (-1, -1)
+        fullmatch = compiled.fullmatch
+    else:
+        regexp = engine.RE2(pattern.encode("utf-8"), _re2()[1])
+        if not regexp.ok():
+            raise _refused_by_re2(regexp.error())
+
+        def fullmatch(text: str) -> bool:
+            data = text.encode("utf-8")
+            return regexp.Match(engine.RE2.Anchor.ANCHOR_BOTH, data, 0, len(data))[0] != (-1, -1)
+
+    # Matching the empty message is rare, so the probes run for almost no pattern.
+    if fullmatch("") and all(fullmatch(probe) for probe in _PROBES):
+        raise PatternError("matches every message: it would claim every exception")
+    return message is not None and bool(fullmatch(message))
+
+
+class PatternSet:
+    """Many patterns searched at once: the positions of those found somewhere in a text.
+
+    RE2's sets run all their patterns in one pass over the text. They are kept small (a
+    :data:`SET_CHUNK` of patterns each), because a set whose lazy DFA runs out of memory drops
+    matches without a word; a pattern RE2 refuses is reported as found in every text, so that
+    whoever asked still tries it alone (and learns it is refused).
+    """
+
+    def __init__(self, patterns: list[str]):
+        re2, options = _re2()
+        self._sets: list[tuple[Any, list[int]]] = []
+        self._always: list[int] = []
+        for start in range(0, len(patterns), SET_CHUNK):
+            chunk = re2.Set.SearchSet(options)
+            positions = []
+            for position in range(start, min(start + SET_CHUNK, len(patterns))):
+                try:
+                    chunk.Add(patterns[position])
+                    positions.append(position)
+                except re2.error:
+                    self._always.append(position)
+            if positions:
+                chunk.Compile()
+                self._sets.append((chunk, positions))
+
+    def search(self, text: str) -> list[int]:
+        """The positions, in the list the set was made of, of the patterns found in ``text``."""
+        data = text.encode("utf-8", "surrogatepass")
+        found = list(self._always)
+        for chunk, positions in self._sets:
+            found.extend(positions[index] for index in chunk.Match(data) or ())
+        return found
+
+
+#: Patterns per RE2 set of :class:`PatternSet`.
+SET_CHUNK = 100
+
+
+#: Messages unlike each other; a pattern that matches all of them (and "") matches anything.
+_PROBES = ("\n", "x", "Traceback (most recent call last):\n  0 é\t€", "the whole\nmessage: [1, 2]")
+
+
+_LITERAL_NOISE = re.compile(r"\\[A-Za-z]|\[(?:\\.|[^\]])*\]|\(\?[A-Za-z]+\)")
+_WORD_CHARACTER = re.compile(r"\w", re.ASCII)
+#: A pattern with fewer word characters of literal text than this matches almost any message.
+ALMOST_ANYTHING = 3
+
+
+@functools.lru_cache(maxsize=4096)
+def literal_weight(pattern: str) -> int:
+    """The word characters of a pattern's literal text: every ``[A-Za-z0-9_]`` but those of
+    escapes (``\\d``), character sets (``[^/]``) and inline flags (``(?s)``)."""
+    return word_characters(_LITERAL_NOISE.sub("", pattern))
+
+
+def word_characters(text: str) -> int:
+    """How many ``[A-Za-z0-9_]`` ``text`` holds."""
+    return len(_WORD_CHARACTER.findall(text))
 
 
 @functools.cache
@@ -323,17 +390,23 @@ def pattern_words(pattern: str) -> tuple[str, ...]:
 def index_key(pattern: str, frequency: dict[str, int] | None = None) -> str:
     """The word explain looks a record up by: one that every matching message contains.
 
-    The rarest of :func:`pattern_words` by ``frequency`` (how many records' patterns contain
-    each word), then the longest, then the first in alphabetical order; without frequencies,
-    the longest. Patterns with no such word get ``""``: they are tried for every message.
+    The rarest of the first :data:`KEY_WORDS` of :func:`pattern_words` by ``frequency`` (how
+    many records' patterns contain each word), then the longest, then the first in
+    alphabetical order; without frequencies, the longest. Patterns with no such word get
+    ``""``: they are tried for every message (:class:`PatternSet`).
     """
     return rarest_word(pattern_words(pattern), frequency)
+
+
+#: Only a pattern's first words are index words: a pasted message cut short keeps its start.
+KEY_WORDS = 8
 
 
 def rarest_word(words: tuple[str, ...], frequency: dict[str, int] | None = None) -> str:
     """:func:`index_key` of a pattern whose :func:`pattern_words` are ``words``."""
     if not words:
         return ""
+    words = words[:KEY_WORDS]
     # (count, -length, word) built by map and zip, not a key function: ingest calls this for
     # every record, and a lambda a word was most of its cost.
     counts = map((frequency or {}).get, words, repeat(0))

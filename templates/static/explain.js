@@ -5,6 +5,8 @@
  * on the exported patterns (api/patterns.json):
  *   message: full match +100 (whole message, or its first line), partial match +40 (the pattern
  *            inside the message, or a message cut short that starts one it matches), else no match;
+ *            and round(5 * min(w, 100) / 100, 1) for the w letters and digits of literal text the
+ *            pattern requires (that the cut message holds);
  *   class:   agrees +30 (equal, or equal last dotted part), differs -30, not given 0;
  *   frames:  the best frame in the record's file (same last path components): +20, function +10,
  *            line +10, or round(10 * max(0, 1 - d / 200), 1) when d lines away; else a frame of
@@ -22,6 +24,7 @@
 
   var FULL_MATCH = 100, PARTIAL_MATCH = 40, CLASS_AGREES = 30, CLASS_DIFFERS = -30;
   var FRAME_FILE = 20, FRAME_FUNCTION = 10, FRAME_LINE = 10, LINE_HORIZON = 200, SPECIFIC_LITERAL = 24;
+  var SPECIFIC_POINTS = 5, SPECIFIC_MAX = 100;
   // CPython's builtin exception classes (3.8 to 3.13).
   var BUILTIN_EXCEPTIONS = new Set(("ArithmeticError AssertionError AttributeError BaseException BaseExceptionGroup " +
     "BlockingIOError BrokenPipeError BufferError BytesWarning ChildProcessError ConnectionAbortedError ConnectionError " +
@@ -291,10 +294,15 @@
     return best ? best.evidence : [];
   }
 
+  /** How many [A-Za-z0-9_] a text holds. */
+  function wordCharacters(text) {
+    var words = String(text).match(/\w/g);
+    return words ? words.length : 0;
+  }
+
   /** Word characters of a pattern's literal text (not of escapes, character sets, inline flags). */
   function literalWeight(pattern) {
-    var words = String(pattern).replace(/\\[A-Za-z]|\[(?:\\.|[^\]])*\]|\(\?[A-Za-z]+\)/g, "").match(/\w/g);
-    return words ? words.length : 0;
+    return wordCharacters(String(pattern).replace(/\\[A-Za-z]|\[(?:\\.|[^\]])*\]|\(\?[A-Za-z]+\)/g, ""));
   }
 
   /** Whether the record raises a class of its own project (not a builtin, not another package's). */
@@ -393,10 +401,7 @@
   /** Whether a match with no frame in the record's file stands on its message and class. */
   function saysEnough(record, evidence, held) {
     var kinds = evidence.map(function (e) { return e.kind; });
-    if (held !== null) {
-      var words = held.match(/\w/g);
-      return kinds.indexOf("class-differs") < 0 && (words ? words.length : 0) >= SPECIFIC_LITERAL;
-    }
+    if (held !== null) return kinds.indexOf("class-differs") < 0 && wordCharacters(held) >= SPECIFIC_LITERAL;
     if (kinds.indexOf("class-differs") >= 0 && kinds.indexOf("message-full") >= 0) return false;
     if (literalWeight(record.messagePattern) >= SPECIFIC_LITERAL) return true;
     return kinds.indexOf("class-agrees") >= 0 && ownClass(record);
@@ -420,6 +425,9 @@
     } else {
       return null;
     }
+    var weight = held !== null ? wordCharacters(held) : literalWeight(record.messagePattern);
+    var points = round1(Math.min(weight, SPECIFIC_MAX) * SPECIFIC_POINTS / SPECIFIC_MAX);
+    if (points) evidence.push({ kind: "message-specific", points: points, detail: "the pattern requires " + weight + " letters and digits of the message" });
     if (exc.type) {
       if (exc.type === record.errorClass || shortClass(exc.type) === shortClass(record.errorClass)) {
         evidence.push({ kind: "class-agrees", points: CLASS_AGREES, detail: "raised as " + exc.type + ", the record's class" });
