@@ -3,10 +3,15 @@
  *
  * The same rules as `errordb explain` (docs/matching.md, errordb/match.py), run in the browser
  * on the exported patterns (api/patterns.json):
- *   message: full match +100 (whole message, or its first line), partial match +40, else no match;
+ *   message: full match +100 (whole message, or its first line), partial match +40 (the pattern
+ *            inside the message, or a message cut short that starts one it matches), else no match;
+ *            and round(5 * min(w, 100) / 100, 1) for the w letters and digits of literal text the
+ *            pattern requires (that the cut message holds);
  *   class:   agrees +30 (equal, or equal last dotted part), differs -30, not given 0;
  *   frames:  the best frame in the record's file (same last path components): +20, function +10,
- *            line +10, or round(10 * max(0, 1 - d / 200), 1) when d lines away;
+ *            line +10, or round(10 * max(0, 1 - d / 200), 1) when d lines away; else a frame of
+ *            the record's file name and package (moved) in its function: +10; none at all when
+ *            the innermost frame is in the record's file but in another function;
  *   rank:    score (rounded to 0.1), then record id; equal top scores are "equally likely".
  * The traceback parsing is simpler than errordb's: ANSI codes and common log prefixes are
  * stripped, the last "Traceback (most recent call last):" block is read (frames and the final
@@ -19,6 +24,7 @@
 
   var FULL_MATCH = 100, PARTIAL_MATCH = 40, CLASS_AGREES = 30, CLASS_DIFFERS = -30;
   var FRAME_FILE = 20, FRAME_FUNCTION = 10, FRAME_LINE = 10, LINE_HORIZON = 200, SPECIFIC_LITERAL = 24;
+  var SPECIFIC_POINTS = 5, SPECIFIC_MAX = 100;
   // CPython's builtin exception classes (3.8 to 3.13).
   var BUILTIN_EXCEPTIONS = new Set(("ArithmeticError AssertionError AttributeError BaseException BaseExceptionGroup " +
     "BlockingIOError BrokenPipeError BufferError BytesWarning ChildProcessError ConnectionAbortedError ConnectionError " +
@@ -235,13 +241,42 @@
       a.length > common && /^python\d+(?:\.\d+)?t?$/.test(a[a.length - 1 - common]);
   }
 
+  /**
+   * Whether a frame's file may be the record's, moved to another folder of its package: the
+   * same file name, in the record's top-level package (the first folder of its path after a
+   * source root; the frame's folder after site-packages/ or dist-packages/, else any of its
+   * folders). errordb/explainer/match.py, moved_file.
+   */
+  function movedFile(framePath, recordPath) {
+    var parts = components(recordPath), frame = components(framePath);
+    if (parts.length > 2 && SOURCE_ROOTS.has(parts[0])) parts = parts.slice(1);
+    if (parts.length < 2 || frame.length === 0 || frame[frame.length - 1] !== parts[parts.length - 1]) return false;
+    var folders = frame.slice(0, -1);
+    var markers = ["site-packages", "dist-packages"];
+    for (var i = 0; i < markers.length; i++) {
+      var at = folders.lastIndexOf(markers[i]);
+      if (at >= 0) return at + 1 < folders.length && folders[at + 1] === parts[0];
+    }
+    return folders.indexOf(parts[0]) >= 0;
+  }
+
   function bestFrame(record, frames) {
     var best = null;
+    // A traceback prints a function's own name; the record may know its qualified name.
+    var name = record["function"] ? record["function"].split(".").pop() : "";
+    var innermost = frames.length ? frames[frames.length - 1] : null;
+    // The innermost frame, where it was raised, is another function of the record's file: no frame counts.
+    if (innermost && name && innermost["function"] && innermost["function"] !== name && sameFile(innermost.file, record.filePath)) return [];
     frames.forEach(function (frame) { // outermost first: a later (inner) frame wins a tie
-      if (!sameFile(frame.file, record.filePath)) return;
+      if (!sameFile(frame.file, record.filePath)) {
+        // The file may have moved to another folder of its package: its function still tells.
+        if (name && frame["function"] === name && movedFile(frame.file, record.filePath) && (best === null || FRAME_FUNCTION >= best.total)) {
+          best = { total: FRAME_FUNCTION, evidence: [{ kind: "frame-function", points: FRAME_FUNCTION, detail: "in " + frame["function"] + ", the function that raises it (its file has moved)" }] };
+        }
+        return;
+      }
       var found = [{ kind: "frame-file", points: FRAME_FILE, detail: "a frame is in " + record.filePath }];
-      // A traceback prints a function's own name; the record may know its qualified name.
-      if (record["function"] && frame["function"] === record["function"].split(".").pop()) {
+      if (name && frame["function"] === name) {
         found.push({ kind: "frame-function", points: FRAME_FUNCTION, detail: "in " + frame["function"] + ", the function that raises it" });
       }
       if (frame.line !== null && frame.line !== undefined) {
@@ -259,10 +294,15 @@
     return best ? best.evidence : [];
   }
 
+  /** How many [A-Za-z0-9_] a text holds. */
+  function wordCharacters(text) {
+    var words = String(text).match(/\w/g);
+    return words ? words.length : 0;
+  }
+
   /** Word characters of a pattern's literal text (not of escapes, character sets, inline flags). */
   function literalWeight(pattern) {
-    var words = String(pattern).replace(/\\[A-Za-z]|\[(?:\\.|[^\]])*\]|\(\?[A-Za-z]+\)/g, "").match(/\w/g);
-    return words ? words.length : 0;
+    return wordCharacters(String(pattern).replace(/\\[A-Za-z]|\[(?:\\.|[^\]])*\]|\(\?[A-Za-z]+\)/g, ""));
   }
 
   /** Whether the record raises a class of its own project (not a builtin, not another package's). */
@@ -272,9 +312,96 @@
     return name.indexOf(".") < 0 || components(record.filePath).indexOf(name.split(".")[0]) >= 0;
   }
 
+  // A simple pattern: literal text and common holes (errordb/records/patterns.py, _SIMPLE_HOLES).
+  var SIMPLE_HOLES = "\\(\\.\\+\\)|\\(\\.\\+\\?\\)|\\(\\.\\*\\)|\\(\\.\\*\\?\\)|\\.\\+|\\.\\*|\\(\\\\d\\+\\)|-\\?\\\\d\\+|" +
+    "\\\\d\\+|\\(\\\\S\\+\\)|\\\\S\\+|\\(\\\\w\\+\\)|\\\\w\\+";
+  var SIMPLE_PATTERN = new RegExp("^(?:" + SIMPLE_HOLES + "|\\\\[^A-Za-z0-9]|[^\\\\\\[\\](){}.*+?^$|])*$");
+  var SIMPLE_TOKEN = new RegExp("(" + SIMPLE_HOLES + ")|\\\\([^A-Za-z0-9])|([^\\\\\\[\\](){}.*+?^$|])", "g");
+
+  /** A simple pattern's literal runs and holes (null) in order; null for any other pattern. */
+  function simpleTokens(pattern) {
+    if (!SIMPLE_PATTERN.test(pattern)) return null;
+    var tokens = [], run = "", m;
+    SIMPLE_TOKEN.lastIndex = 0;
+    while ((m = SIMPLE_TOKEN.exec(pattern)) !== null) {
+      if (m[1] !== undefined) {
+        if (run) { tokens.push(run); run = ""; }
+        if (tokens.length === 0 || tokens[tokens.length - 1] !== null) tokens.push(null); // holes side by side are one
+      } else {
+        run += m[2] !== undefined ? m[2] : m[3];
+      }
+    }
+    if (run) tokens.push(run);
+    return tokens;
+  }
+
+  /** "head" of a pattern "head(?:...)?" (the group at the top level, no "|" outside it). */
+  function headBeforeOptionalGroup(pattern) {
+    if (pattern.slice(-2) !== ")?") return null;
+    var depth = 0, start = -1, index = 0;
+    while (index < pattern.length) {
+      var c = pattern[index];
+      if (c === "\\") { index += 2; continue; }
+      if (c === "[") {
+        index += pattern[index + 1] === "^" ? 2 : 1;
+        if (pattern[index] === "]") index += 1;
+        while (index < pattern.length && pattern[index] !== "]") index += pattern[index] === "\\" ? 2 : 1;
+      } else if (c === "(") {
+        if (depth === 0) start = index;
+        depth += 1;
+      } else if (c === ")") {
+        depth -= 1;
+        if (depth === 0 && index === pattern.length - 2 && pattern.slice(start, start + 3) === "(?:") return pattern.slice(0, start);
+      } else if (c === "|" && depth === 0) {
+        return null;
+      }
+      index += 1;
+    }
+    return null;
+  }
+
+  /**
+   * When a message could be the start of one the pattern matches (it was cut short), the
+   * literal text of the pattern it holds; else null (errordb/records/patterns.py, cut_match).
+   */
+  function cutMatch(pattern, message) {
+    var tokens = simpleTokens(pattern), head;
+    if (tokens === null && (head = headBeforeOptionalGroup(pattern))) tokens = simpleTokens(head);
+    if (!tokens || tokens.length === 0) return null;
+    var held = "", pos = 0, start = 0;
+    if (tokens[0] !== null) {
+      var first = tokens[0];
+      if (message.indexOf(first) === 0) {
+        if (tokens.length === 1 && message.length > first.length) return null;
+        held = first;
+        pos = first.length;
+      } else if (first.indexOf(message) === 0) {
+        return message || null;
+      } else {
+        return null;
+      }
+      start = 1;
+    }
+    for (var index = start; index < tokens.length - 1; index += 2) {
+      var run = tokens[index + 1];
+      var found = message.indexOf(run, pos);
+      if (found < 0) {
+        for (var k = Math.min(run.length, message.length - pos); k > 0; k--) {
+          if (message.slice(message.length - k) === run.slice(0, k)) { held += run.slice(0, k); break; }
+        }
+        break;
+      }
+      if (index + 2 === tokens.length && found + run.length < message.length) break;
+      held += run;
+      pos = found + run.length;
+    }
+    return held || null;
+  }
+
   /** Whether a match with no frame in the record's file stands on its message and class. */
-  function saysEnough(record, evidence) {
+  function saysEnough(record, evidence, held) {
     var kinds = evidence.map(function (e) { return e.kind; });
+    if (held !== null) return kinds.indexOf("class-differs") < 0 && wordCharacters(held) >= SPECIFIC_LITERAL;
     if (kinds.indexOf("class-differs") >= 0 && kinds.indexOf("message-full") >= 0) return false;
     if (literalWeight(record.messagePattern) >= SPECIFIC_LITERAL) return true;
     return kinds.indexOf("class-agrees") >= 0 && ownClass(record);
@@ -286,16 +413,21 @@
     if (!m) return null;
     var text = exc.message.trim();
     var firstLine = text.split("\n")[0];
-    var evidence = [];
+    var evidence = [], held = null;
     if (m.full.test(text)) {
       evidence.push({ kind: "message-full", points: FULL_MATCH, detail: "the pattern matches the whole message" });
     } else if (firstLine !== text && m.full.test(firstLine)) {
       evidence.push({ kind: "message-full", points: FULL_MATCH, detail: "the pattern matches the message's first line" });
     } else if (m.partial.test(text)) {
       evidence.push({ kind: "message-partial", points: PARTIAL_MATCH, detail: "the pattern matches part of the message" });
+    } else if ((held = cutMatch(record.messagePattern, text)) !== null) {
+      evidence.push({ kind: "message-partial", points: PARTIAL_MATCH, detail: "the message is cut short: it is the start of one the pattern matches" });
     } else {
       return null;
     }
+    var weight = held !== null ? wordCharacters(held) : literalWeight(record.messagePattern);
+    var points = round1(Math.min(weight, SPECIFIC_MAX) * SPECIFIC_POINTS / SPECIFIC_MAX);
+    if (points) evidence.push({ kind: "message-specific", points: points, detail: "the pattern requires " + weight + " letters and digits of the message" });
     if (exc.type) {
       if (exc.type === record.errorClass || shortClass(exc.type) === shortClass(record.errorClass)) {
         evidence.push({ kind: "class-agrees", points: CLASS_AGREES, detail: "raised as " + exc.type + ", the record's class" });
@@ -304,7 +436,7 @@
       }
     }
     var frameEvidence = bestFrame(record, exc.frames);
-    if (frameEvidence.length === 0 && !saysEnough(record, evidence)) return null;
+    if (frameEvidence.length === 0 && !saysEnough(record, evidence, held)) return null;
     evidence = evidence.concat(frameEvidence);
     var total = evidence.reduce(function (sum, e) { return sum + e.points; }, 0);
     return { record: record, score: round1(total), evidence: evidence };
@@ -476,7 +608,7 @@
     });
   }
 
-  window.errordbExplain = { parse: parse, translate: translate, sameFile: sameFile, literalWeight: literalWeight, ownClass: ownClass, score: score, rank: rank, rankAll: rankAll, round1: round1, explainText: explainText };
+  window.errordbExplain = { parse: parse, translate: translate, sameFile: sameFile, literalWeight: literalWeight, ownClass: ownClass, cutMatch: cutMatch, movedFile: movedFile, score: score, rank: rank, rankAll: rankAll, round1: round1, explainText: explainText };
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
 })();
