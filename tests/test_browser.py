@@ -19,6 +19,7 @@ import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 from urllib.parse import urldefrag, urlsplit
 
 import pytest
@@ -423,6 +424,25 @@ def test_the_rules_for_matches_without_frames_agree_with_python(new_page, server
              ("/venv/site-packages/sglang/srt/kimi_k3.py", "python/sglang/srt/models/bailing_moe_v3.py"), ("/x/fields.py", "fields.py"),
              ("C:\\venv\\Lib\\site-packages\\click\\core.py", "src/click/core.py")]  # fmt: skip
     assert page.evaluate("ps => ps.map(p => errordbExplain.movedFile(p[0], p[1]))", moved) == [moved_file(*p) for p in moved]
+
+
+def test_reworded_messages_are_read_alike_by_python_and_the_browser(new_page, server):
+    from errordb.explainer.match import near_match, reworded
+
+    page, _ = new_page()
+    page.goto(server)
+    pairs = [("a b c d", "a b c d"), ("Free memory on device ({free}/{total} GiB)", "Free memory on device cuda:0 (3.1/79 GiB)"),
+             ("", "x"), ("Run `huggingface-cli login` first.", "Run `hf auth login` first."), ("x " * 300, "x y " * 150),
+             ("DSPARK requires explicit layer_ids", "dspark NEEDS explicit layer ids"), ("é ü", "é")]  # fmt: skip
+    assert page.evaluate("ps => ps.map(p => errordbExplain.reworded(p[0], p[1]))", pairs) == [list(reworded(a, b)) for a, b in pairs]
+    record = {"id": "1" * 16, "slug": "s", "repo": "o/p", "errorClass": "OSError", "messagePattern": "Run `hf auth login` first\\.",
+              "errorMessage": "Run `hf auth login` first.", "filePath": "src/transformers/utils/hub.py", "function": "Hub.cached_files", "lineNumber": 543}  # fmt: skip
+    frames = [{"file": "/venv/lib/python3.12/site-packages/transformers/utils/hub.py", "line": 560, "function": "cached_files"}]
+    exc = {"type": "OSError", "message": "Run `huggingface-cli login` first.", "frames": frames}
+    (js,) = page.evaluate("([r, e]) => errordbExplain.rank([r], e)", [record, exc])
+    python = near_match(record, "OSError", exc["message"], [SimpleNamespace(**f) for f in frames])
+    assert (js["score"], [(e["kind"], e["points"], e["detail"]) for e in js["evidence"]]) == (
+        python.score, [(e.kind, e.points, e.detail) for e in python.evidence])
 
 
 def test_messages_cut_short_are_read_alike_by_python_and_the_browser(new_page, server):

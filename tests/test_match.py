@@ -11,7 +11,7 @@ from helpers import BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR, envelo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from errordb.explainer.match import Matcher, common_tail, same_file, score_candidate
+from errordb.explainer.match import Matcher, common_tail, near_match, reworded, same_file, score_candidate
 from errordb.records.patterns import (
     SET_CHUNK,
     PatternError,
@@ -332,3 +332,59 @@ def test_records_without_an_index_word_are_found_and_only_when_their_pattern_is_
     assert [m.id for m in hit][:1] == [f"{SET_CHUNK + 7:016x}"]
     assert {r["id"] for r in matcher.candidates(f"worker: Unsupported_w{SET_CHUNK + 7:04} here")} == {f"{SET_CHUNK + 7:016x}"}
     assert matcher.candidates("Unsupported everywhere") == []
+
+
+# Messages reworded between versions ------------------------------------------------------------
+
+HUB = "src/transformers/utils/hub.py"
+LOGIN_THEN = "You are trying to access a gated repo. Make sure to request access and pass a token having permission: `huggingface-cli login`."
+LOGIN_NOW = "You are trying to access a gated repo. Make sure to request access and pass a token having permission: `hf auth login`."
+
+
+def _hub_record():
+    record = _record(re.escape(LOGIN_NOW), "OSError", HUB)
+    return {**record, "errorMessage": LOGIN_NOW, "function": "cached_files", "lineNumber": 543}
+
+
+def test_a_reworded_message_raised_where_the_record_raises_is_a_near_match_that_shows_the_change():
+    frames = [F("/app/main.py", 3, "<module>"), F("/venv/lib/python3.12/site-packages/transformers/utils/hub.py", 560, "cached_files")]
+    match = near_match(_hub_record(), "OSError", LOGIN_THEN, frames)
+    assert [e.kind for e in match.evidence] == ["message-near", "class-agrees", "frame-file", "frame-function", "frame-line"]
+    assert "reads \u201chuggingface cli\u201d here" in match.evidence[0].detail and "the record's \u201chf auth\u201d" in match.evidence[0].detail
+    assert match.score == 30 + 30 + 20 + 10 + round(10 * (1 - 17 / 200), 1)
+
+
+@pytest.mark.parametrize(
+    "exc_type, message, frame",
+    [
+        ("OSError", LOGIN_THEN, F("/venv/site-packages/transformers/utils/hub.py", 560, "cached_file")),  # another function
+        ("OSError", LOGIN_THEN, F("/venv/site-packages/transformers/utils/other.py", 560, "cached_files")),  # another file
+        ("ValueError", LOGIN_THEN, F("/venv/site-packages/transformers/utils/hub.py", 560, "cached_files")),  # another class
+        ("OSError", "Connection reset by peer while reading the response", F("/venv/site-packages/transformers/utils/hub.py", 560, "cached_files")),
+    ],
+)  # fmt: skip
+def test_a_near_match_needs_the_raise_site_the_class_and_most_of_the_words(exc_type, message, frame):
+    assert near_match(_hub_record(), exc_type, message, [F("/app/main.py", 3, "<module>"), frame]) is None
+
+
+def test_only_the_innermost_frame_says_where_a_near_match_was_raised():
+    raised_elsewhere = [F("/venv/site-packages/transformers/utils/hub.py", 560, "cached_files"), F("/venv/site-packages/huggingface_hub/x.py", 9, "get")]
+    assert near_match(_hub_record(), "OSError", LOGIN_THEN, raised_elsewhere) is None
+
+
+def test_the_matcher_finds_near_matches_in_the_innermost_frames_file(tmp_path):
+    records = tmp_path / "records"
+    data = envelope(KIMI_VALUE_ERROR)
+    write_envelope(records, data)
+    ingest([records], tmp_path / "s.db")
+    matcher = Matcher(connect(tmp_path / "s.db").conn)
+    older = "DSPARK needs explicit layer_ids for aux hidden capture."  # "requires" was "needs"
+    (match,) = matcher.match("ValueError", older, kimi_frames())
+    assert match.id == KIMI_VALUE_ERROR and match.evidence[0].kind == "message-near"
+    assert matcher.match("ValueError", older, []) == [] and matcher.match("KeyError", older, kimi_frames()) == []
+
+
+def test_word_similarity():
+    assert reworded("a b c d", "a b c d") == (1.0, "", "")
+    assert reworded("Free memory on device ({free}/{total} GiB)", "Free memory on device cuda:0 (3.1/79 GiB)") == (10 / 17, "free total", "cuda 0 3 1 79")
+    assert reworded("", "x") == (0.0, "", "")

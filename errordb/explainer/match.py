@@ -24,6 +24,10 @@ FRAME_FILE = 20
 FRAME_FUNCTION = 10
 FRAME_LINE = 10
 LINE_HORIZON = 200  # lines away at which a frame's line stops counting
+#: A message reworded between versions, raised where the record's raise is (near_match).
+NEAR_MATCH = 30
+NEAR_SIMILARITY = 0.6
+NEAR_WORDS = 200
 #: Specific beats generic: a message match earns up to SPECIFIC_POINTS for the literal text its
 #: pattern requires, in full from SPECIFIC_MAX letters and digits on; less than a frame's
 #: function or line, so it only orders matches the traceback does not tell apart.
@@ -84,6 +88,9 @@ def _shared_tail(a: list[str], b: list[str]) -> int:
         count += 1
     return count
 
+
+#: Path components of a frame looked up by :meth:`Matcher.in_file` (no record path is longer).
+MAX_PATH_PARTS = 12
 
 #: Folders that hold a repository's packages but are not installed with them.
 SOURCE_ROOTS = frozenset(("python", "src", "lib", "source"))
@@ -240,6 +247,65 @@ def _best_frame(record: dict[str, Any], frames: list[Any]) -> list[Evidence] | N
     return best[1] if best else None
 
 
+_WORD = re.compile(r"\w+", re.ASCII)
+
+
+def reworded(old: str, new: str) -> tuple[float, str, str]:
+    """How alike two messages read, word for word, and the first thing that differs.
+
+    Returns (similarity, the words of ``old`` replaced, the words of ``new`` in their place):
+    the similarity is twice the longest common subsequence of their words (compared
+    lower-cased, at most :data:`NEAR_WORDS` of each) over the number of words of both.
+    """
+    a, b = _WORD.findall(old)[:NEAR_WORDS], _WORD.findall(new)[:NEAR_WORDS]
+    if not a or not b:
+        return 0.0, "", ""
+    la, lb = [w.lower() for w in a], [w.lower() for w in b]
+    # common[i][j]: the longest common subsequence of la[i:] and lb[j:]
+    common = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
+    for i in range(len(a) - 1, -1, -1):
+        for j in range(len(b) - 1, -1, -1):
+            common[i][j] = common[i + 1][j + 1] + 1 if la[i] == lb[j] else max(common[i + 1][j], common[i][j + 1])
+    removed: list[str] = []
+    added: list[str] = []
+    i = j = 0
+    while i < len(a) or j < len(b):  # the first run of differences, from the start
+        if i < len(a) and j < len(b) and la[i] == lb[j]:
+            if removed or added:
+                break
+            i, j = i + 1, j + 1
+        elif j == len(b) or (i < len(a) and common[i + 1][j] >= common[i][j + 1]):
+            removed.append(a[i])
+            i += 1
+        else:
+            added.append(b[j])
+            j += 1
+    return 2 * common[0][0] / (len(a) + len(b)), " ".join(removed), " ".join(added)
+
+
+def near_match(record: dict[str, Any], exc_type: str | None, message: str, frames: list[Any]) -> Match | None:
+    """A record whose pattern does not match, but that the traceback places at the raise: the
+    innermost frame is in its file and function, the class printed is its class, and the
+    message reads nearly as its own (reworded between versions; :func:`reworded`)."""
+    if not frames or not exc_type or not record.get("function"):
+        return None
+    innermost = frames[-1]
+    if innermost.function != record["function"].rsplit(".", 1)[-1] or not same_file(innermost.file or "", record["filePath"]):
+        return None
+    if exc_type != record["errorClass"] and short_class(exc_type) != short_class(record["errorClass"]):
+        return None
+    similarity, old, new = reworded(record["errorMessage"], message)
+    if similarity < NEAR_SIMILARITY:
+        return None
+    change = f": the record's \u201c{old}\u201d reads \u201c{new}\u201d here" if old or new else ""
+    evidence = [
+        Evidence("message-near", NEAR_MATCH, f"reworded, {int(similarity * 100 + 0.5)}% of the words alike{change}"),
+        Evidence("class-agrees", CLASS_AGREES, f"raised as {exc_type}, the record's class"),
+        *(_best_frame(record, frames) or []),
+    ]
+    return Match(record=record, score=round(sum(e.points for e in evidence), 1), evidence=evidence)
+
+
 def rank(matches: list[Match]) -> list[Match]:
     """Best first; equal scores by record id so the order is deterministic."""
     return sorted(matches, key=lambda m: (-m.score, m.id))
@@ -278,11 +344,26 @@ class Matcher:
         ids, patterns = self._unindexed
         return [ids[position] for position in patterns.search(message)] if ids else []
 
+    def in_file(self, path: str) -> list[dict[str, Any]]:
+        """The records of the file a frame's ``path`` is (:func:`same_file`), by an index seek
+        on each path the record could have: every tail of ``path``, bare or under a source root."""
+        parts = components(path)[-MAX_PATH_PARTS:]
+        tails = ["/".join(parts[-k:]) for k in range(1, len(parts) + 1)]
+        found: dict[str, dict[str, Any]] = {}
+        self._add_rows(found, "filePath", tails + [f"{root}/{tail}" for root in sorted(SOURCE_ROOTS) for tail in tails] + [f"Lib/{parts[-1]}"] if parts else [""])
+        return [record for record in found.values() if same_file(path, record["filePath"])]
+
     def match(self, exc_type: str | None, message: str, frames: list[Any] = ()) -> list[Match]:
-        """Every record matching one exception, ranked."""
-        matches = []
+        """Every record matching one exception, ranked: by its pattern, or nearly
+        (:func:`near_match`) when the innermost frame is where the record raises."""
+        frames = list(frames)
+        matches = {}
         for record in self.candidates(message):
-            scored = score_candidate(record, exc_type, message, list(frames))
+            scored = score_candidate(record, exc_type, message, frames)
             if scored:
-                matches.append(scored)
-        return rank(matches)
+                matches[scored.id] = scored
+        if frames and exc_type and frames[-1].file:
+            for record in self.in_file(frames[-1].file):
+                if record["id"] not in matches and (near := near_match(record, exc_type, message, frames)):
+                    matches[near.id] = near
+        return rank(list(matches.values()))

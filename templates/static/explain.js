@@ -12,6 +12,9 @@
  *            line +10, or round(10 * max(0, 1 - d / 200), 1) when d lines away; else a frame of
  *            the record's file name and package (moved) in its function: +10; none at all when
  *            the innermost frame is in the record's file but in another function;
+ *   near:    no pattern match, but the innermost frame in the record's file and function, the
+ *            class agreeing and the words 60% alike (reworded between versions): +30, + class,
+ *            + frames;
  *   rank:    score (rounded to 0.1), then record id; equal top scores are "equally likely".
  * The traceback parsing is simpler than errordb's: ANSI codes and common log prefixes are
  * stripped, the last "Traceback (most recent call last):" block is read (frames and the final
@@ -451,10 +454,60 @@
   function rank(records, exc) {
     var matches = [];
     records.forEach(function (record) {
-      var scored = score(record, exc);
+      var scored = score(record, exc) || nearMatch(record, exc);
       if (scored) matches.push(scored);
     });
     return matches.sort(byScoreThenId);
+  }
+
+  var NEAR_MATCH = 30, NEAR_SIMILARITY = 0.6, NEAR_WORDS = 200;
+
+  /**
+   * How alike two messages read, word for word: [similarity, the words of the first replaced,
+   * the words of the second in their place] (errordb/explainer/match.py, reworded).
+   */
+  function reworded(oldText, newText) {
+    var a = (String(oldText).match(/\w+/g) || []).slice(0, NEAR_WORDS), b = (String(newText).match(/\w+/g) || []).slice(0, NEAR_WORDS);
+    if (!a.length || !b.length) return [0, "", ""];
+    var la = a.map(function (w) { return w.toLowerCase(); }), lb = b.map(function (w) { return w.toLowerCase(); });
+    var common = [];
+    for (var i = 0; i <= a.length; i++) common.push(new Array(b.length + 1).fill(0));
+    for (i = a.length - 1; i >= 0; i--) {
+      for (var j = b.length - 1; j >= 0; j--) {
+        common[i][j] = la[i] === lb[j] ? common[i + 1][j + 1] + 1 : Math.max(common[i + 1][j], common[i][j + 1]);
+      }
+    }
+    var removed = [], added = [];
+    i = 0; j = 0;
+    while (i < a.length || j < b.length) { // the first run of differences, from the start
+      if (i < a.length && j < b.length && la[i] === lb[j]) {
+        if (removed.length || added.length) break;
+        i++; j++;
+      } else if (j === b.length || (i < a.length && common[i + 1][j] >= common[i][j + 1])) {
+        removed.push(a[i]); i++;
+      } else {
+        added.push(b[j]); j++;
+      }
+    }
+    return [2 * common[0][0] / (a.length + b.length), removed.join(" "), added.join(" ")];
+  }
+
+  /** A record the innermost frame places at the raise, of the class printed, reworded (near_match). */
+  function nearMatch(record, exc) {
+    var frames = exc.frames;
+    if (!frames.length || !exc.type || !record["function"]) return null;
+    var innermost = frames[frames.length - 1];
+    if (innermost["function"] !== record["function"].split(".").pop() || !sameFile(innermost.file, record.filePath)) return null;
+    if (exc.type !== record.errorClass && shortClass(exc.type) !== shortClass(record.errorClass)) return null;
+    var found = reworded(record.errorMessage, exc.message);
+    if (found[0] < NEAR_SIMILARITY) return null;
+    var change = found[1] || found[2] ? ": the record's \u201c" + found[1] + "\u201d reads \u201c" + found[2] + "\u201d here" : "";
+    var evidence = [
+      { kind: "message-near", points: NEAR_MATCH, detail: "reworded, " + Math.floor(found[0] * 100 + 0.5) + "% of the words alike" + change },
+      { kind: "class-agrees", points: CLASS_AGREES, detail: "raised as " + exc.type + ", the record's class" },
+    ].concat(bestFrame(record, frames));
+    var total = evidence.reduce(function (sum, e) { return sum + e.points; }, 0);
+    return { record: record, score: round1(total), evidence: evidence };
   }
 
   /** Each record once, with its best match across all exceptions of the input, best first. */
@@ -608,7 +661,7 @@
     });
   }
 
-  window.errordbExplain = { parse: parse, translate: translate, sameFile: sameFile, literalWeight: literalWeight, ownClass: ownClass, cutMatch: cutMatch, movedFile: movedFile, score: score, rank: rank, rankAll: rankAll, round1: round1, explainText: explainText };
+  window.errordbExplain = { parse: parse, translate: translate, sameFile: sameFile, literalWeight: literalWeight, ownClass: ownClass, cutMatch: cutMatch, movedFile: movedFile, reworded: reworded, score: score, rank: rank, rankAll: rankAll, round1: round1, explainText: explainText };
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
 })();
