@@ -1,11 +1,11 @@
 """The store of the real-world corpus: the releases of projects.toml, from PyPI, harvested.
 
-    python bench/realworld/dataset.py        # fetch and harvest (cached); print the records folder
+    python bench/realworld/dataset.py        # fetch and harvest (cached); print the records trees
 
 Each release is fetched the ordinary way, ``pip download NAME==VERSION --no-deps
 --only-binary :all:`` (a wheel holds the same Python source as the sdist, and needs no build),
 its package's ``.py`` files are unpacked, and :func:`errordb.harvest.drafts.harvest` turns
-them into draft records, with a fixed stand-in commit (wheels name none) and ``analyzedAt``,
+them into draft records, one records tree per project, with a fixed stand-in commit (wheels name none) and ``analyzedAt``,
 so the records are the same on every machine. Everything is kept in the cache folder
 (``bench/.cache/realworld``, or ``$ERRORDB_BENCH_CACHE/realworld``): a harvest is made again
 only when its wheel or errordb's harvest code changes.
@@ -116,4 +116,4 @@ def harvested(cache: Path, wheels: dict[Project, Path]) -> list[Path]:
 
 if __name__ == "__main__":
     cache = cache_dir()
-    print(harvested(cache, {one: fetch(one, cache) for one in projects()}))
+    print("\n".join(str(tree) for tree in harvested(cache, {one: fetch(one, cache) for one in projects()})))

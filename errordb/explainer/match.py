@@ -306,6 +306,12 @@ def near_match(record: dict[str, Any], exc_type: str | None, message: str, frame
     return Match(record=record, score=round(sum(e.points for e in evidence), 1), evidence=evidence)
 
 
+def _at_the_raise(match: Match) -> bool:
+    """Whether a match has a frame in its record's file and function."""
+    kinds = {e.kind for e in match.evidence}
+    return "frame-file" in kinds and "frame-function" in kinds
+
+
 def rank(matches: list[Match]) -> list[Match]:
     """Best first; equal scores by record id so the order is deterministic."""
     return sorted(matches, key=lambda m: (-m.score, m.id))
@@ -355,14 +361,15 @@ class Matcher:
 
     def match(self, exc_type: str | None, message: str, frames: list[Any] = ()) -> list[Match]:
         """Every record matching one exception, ranked: by its pattern, or nearly
-        (:func:`near_match`) when the innermost frame is where the record raises."""
+        (:func:`near_match`) when the innermost frame is where the record raises and no
+        record's pattern matched there."""
         frames = list(frames)
         matches = {}
         for record in self.candidates(message):
             scored = score_candidate(record, exc_type, message, frames)
             if scored:
                 matches[scored.id] = scored
-        if frames and exc_type and frames[-1].file:
+        if frames and exc_type and frames[-1].file and not any(_at_the_raise(m) for m in matches.values()):
             for record in self.in_file(frames[-1].file):
                 if record["id"] not in matches and (near := near_match(record, exc_type, message, frames)):
                     matches[near.id] = near

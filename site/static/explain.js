@@ -452,11 +452,23 @@
 
   /** Every record matching one exception, best first. */
   function rank(records, exc) {
-    var matches = [];
+    var matches = [], unmatched = [];
     records.forEach(function (record) {
-      var scored = score(record, exc) || nearMatch(record, exc);
+      var scored = score(record, exc);
       if (scored) matches.push(scored);
+      else unmatched.push(record);
     });
+    // Near matches only when no pattern matched at the raise (a frame in its file and function).
+    var atTheRaise = matches.some(function (m) {
+      var kinds = m.evidence.map(function (e) { return e.kind; });
+      return kinds.indexOf("frame-file") >= 0 && kinds.indexOf("frame-function") >= 0;
+    });
+    if (!atTheRaise) {
+      unmatched.forEach(function (record) {
+        var near = nearMatch(record, exc);
+        if (near) matches.push(near);
+      });
+    }
     return matches.sort(byScoreThenId);
   }
 
