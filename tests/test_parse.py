@@ -1724,6 +1724,15 @@ def test_an_exception_named_in_other_shapes_is_reported_when_nothing_else_is(pro
     assert [(e.exc_type, e.message) for e in parse.parse_text(prose)][-1:] == [expected]
 
 
+def test_the_fast_path_wakes_up_for_classes_of_exception_modules_and_error_bodies():
+    noise = "\n".join(f"2026-08-28 05:10:{i % 60:02d} INFO step {i} done" for i in range(130)) + "\n"
+    line = "requests.exceptions.MissingSchema: Invalid URL 'x': No scheme supplied."
+    assert [(e.exc_type, e.message) for e in parse.parse_text(noise + line + "\n" + noise)] == [
+        ("requests.exceptions.MissingSchema", "Invalid URL 'x': No scheme supplied.")]
+    body = '{\n"errorMessage": "Unable to import module \'app\'",\n"requestId": "b2",\n"errorType": "Runtime.ImportModuleError"\n}\n'
+    assert [(e.exc_type, e.message) for e in parse.parse_text(noise + body + noise)] == [("Runtime.ImportModuleError", "Unable to import module 'app'")]
+
+
 def test_an_exception_named_in_prose_but_not_a_class_is_not_reported_as_one():
     assert [e.exc_type for e in parse.parse_text("note: `Hint: try again` or \"TypeError(x)\"\n\nthanks\nbye\nok")] == []
 
@@ -1764,6 +1773,14 @@ def test_an_exception_line_that_quotes_a_traceback_is_the_exception_line():
     found = parse.parse_text(text)
     assert (found[0].exc_type, found[0].message) == ("RuntimeError", "Initialization failed. controller_init_state: Traceback (most recent call last):")
     assert found[-1].exc_type is None and found[-1].frames[0].file == "/x/controller.py"  # the quoted traceback, cut
+
+
+def test_loggings_report_of_an_error_while_logging_ends_with_its_call_stack_not_an_exception():
+    text = ("--- Logging error ---\nTraceback (most recent call last):\n  File \"/usr/lib/python3.12/logging/__init__.py\", line 392, in getMessage\n"
+            "    msg = msg % self.args\nTypeError: not all arguments converted during string formatting\nCall stack:\n"
+            "  File \"/app/replay.py\", line 126, in <module>\n    logging.info(\"replay err\", e)\nMessage: 'replay err'\nArguments: (1,)\n")
+    for lines in (text, "\n".join(["INFO ok"] * 70) + "\n" + text):  # and after a block the fast path skips
+        assert [(e.exc_type, e.message) for e in parse.parse_text(lines)] == [("TypeError", "not all arguments converted during string formatting")]
 
 
 def test_the_end_of_remote_traceback_quotes_ends_a_message_even_when_its_start_was_cut():

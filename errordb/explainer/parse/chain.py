@@ -22,7 +22,8 @@ Notes vs. multi-line messages
 End of a message
     A message continues until a blank line, a structural line (chain separator, ``Traceback``
     header, ``File`` line, group framing, rich box, "Exception in thread ...:", "Exception
-    ignored in: ...", pdb's ``> file(N)f()``, the closing triple quotes of a RemoteTraceback), a line whose
+    ignored in: ...", logging's "Call stack:", pdb's ``> file(N)f()``, the closing triple
+    quotes of a RemoteTraceback), a line whose
     log prefix differs from the exception line's (a new log record after an unprefixed
     traceback), or end of input. So unprefixed text printed right
     after a traceback, without a blank line, is taken as message text: nothing tells it apart.
@@ -52,6 +53,9 @@ AFTER = "after"  # an exception ended: a chain separator may follow
 REMOTE_OPEN = "remote-open"  # after "...RemoteTraceback: ", expecting '"""'
 WARN_SOURCE = "warn-source"  # after "path:N: SomeWarning: msg", expecting its source line
 STACK = "stack"  # logging's "Stack (most recent call last):" (not an exception): skipped
+#: logging's stack_info block, and the call stack of its "--- Logging error ---" report (after
+#: the formatting error's traceback, before "Message: ..." and "Arguments: ...").
+STACK_HEADERS = ("Stack (most recent call last):", "Call stack:")
 IGNORE = "ignore"  # a "+---- ... ----" group member: "and N more exceptions"
 READER = "reader"  # another format's lines (pytest, rich, faulthandler): ChainParser.reader reads them
 
@@ -229,7 +233,7 @@ class ChainParser:
         elif first == '"' and s == '"""' and self.in_remote:
             self.in_remote = False
             return False
-        elif first == "S" and s == "Stack (most recent call last):":
+        elif s in STACK_HEADERS:
             self.state = STACK
             return False
         if (t[0] == "E" and t[1:3] == "  ") or (first == "_" and is_pytest_header(s)):
@@ -342,6 +346,7 @@ class ChainParser:
             or s[0] == "\u256d"
             # the headers CPython prints before a thread's or an unraisable exception's report
             or s.startswith(("Fatal Python error: ", "Exception in thread ", "Exception ignored "))
+            or s in STACK_HEADERS
         )
 
     def _on_message(self, t: str, no: int, hp: bool) -> bool:

@@ -39,6 +39,7 @@ BLOCK_CHARS = MAX_LINE_CHARS  # ... if they are no longer than this in all
 _TRIGGERS = (
     "Traceback",  # every header (plain, group, "...: Traceback (most..."), rich's box, *RemoteTraceback
     "Stack (most",  # logging's stack_info block ("Stack (most recent call last):")
+    "Call stack:",  # the call stack of logging's "--- Logging error ---" report
     CAUSE_LINE[:19],  # "The above exception": a chain separator
     CONTEXT_LINE[:15],  # "During handling": the other one
     'File "',  # a frame: a traceback without its header, a SyntaxError block
@@ -49,13 +50,14 @@ _TRIGGERS = (
     # ... or is a builtin name, which (today) always contains one of them anyway.
     *sorted(n for n in BUILTIN_EXCEPTIONS if not any(sfx in n for sfx in CLASS_SUFFIXES)),
 )
-# Triggers that need not start with a capital: a class in a module of exceptions
+# Triggers that start with "." or a double quote, then "e": a class in a module of exceptions
 # ("requests.exceptions.MissingSchema"), which need not end in a suffix, and the message fields
 # of JSON error bodies (AWS Lambda's, structlog's), which the driver pairs with a class field.
 _PLAIN_TRIGGERS = (
-    *(f".{module}.".encode() for module in sorted(EXCEPTION_MODULES)),
-    *(f'"{key}"'.encode() for key in JSON_MESSAGE_KEYS),
+    *(f".{module}." for module in sorted(EXCEPTION_MODULES)),
+    *(f'"{key}"' for key in JSON_MESSAGE_KEYS),
 )
+assert all(t[0] in '."' and t[1] == "e" for t in _PLAIN_TRIGGERS), "the plain triggers share one prefilter"
 # pytest's short summary "FAILED id - msg" / "ERROR id - msg" needs its " - " as well.
 _SUMMARY_TRIGGERS = ("FAILED ", "ERROR ")
 
@@ -66,15 +68,18 @@ _SUMMARY_TRIGGERS = ("FAILED ", "ERROR ")
 # removes (C0 controls but tab and newline, and DEL) to \x02 and carriage returns to \x03. UTF-8
 # keeps ASCII bytes for ASCII characters only, so encoding neither loses a trigger nor makes one
 # up; C1 controls, which clean_line removes too, are two bytes (\xc2 \x80-\x9f): _C1_UTF8_RE.
+# "." and the double quote both become \x04, so that one scan for "\x04e" finds where a plain
+# trigger may be (each scan of a block costs as much as the rest of the test).
 _ANCHORS = frozenset(t[0] for t in _TRIGGERS + _SUMMARY_TRIGGERS)
 assert all(ord(c) < 128 and c.isupper() for c in _ANCHORS), "a trigger must start with an ASCII capital"
 _FAST_TABLE = bytes(
-    1 if chr(b) in _ANCHORS else 3 if b == 13 else 2 if (b < 32 and b not in (9, 10)) or b == 127 else b
+    1 if chr(b) in _ANCHORS else 3 if b == 13 else 2 if (b < 32 and b not in (9, 10)) or b == 127 else 4 if chr(b) in '."' else b
     for b in range(256)
 )
 _C1_UTF8_RE = re.compile(rb"\xc2[\x80-\x9f]")
 _FAST_TRIGGERS = [t.encode().translate(_FAST_TABLE) for t in _TRIGGERS]
 _FAST_SUMMARIES = [t.encode().translate(_FAST_TABLE) for t in _SUMMARY_TRIGGERS]
+_FAST_PLAIN = [t.encode().translate(_FAST_TABLE) for t in _PLAIN_TRIGGERS]
 _TRIGGER_RE = re.compile(
     # \x01, then a look at the next byte, which turns away most capitals (of "INFO", "TP0", ...)
     # before the alternatives are tried one by one.
@@ -122,7 +127,7 @@ def all_noise(lines: list[str] | tuple[str, ...], text: str | None = None) -> bo
         return False  # a carriage return inside a line (only one ending it is left alone)
     return not (
         _TRIGGER_RE.search(data)
-        or any(trigger in data for trigger in _PLAIN_TRIGGERS)
+        or (b"\x04e" in data and any(trigger in data for trigger in _FAST_PLAIN))
         or ("in " in text and _LOC_IN_RE.search(data))
         or _LINE_END_RE.search("\n" + text[::-1])
     )
