@@ -384,6 +384,18 @@ def test_the_matcher_finds_near_matches_in_the_innermost_frames_file(tmp_path):
     assert matcher.match("ValueError", older, []) == [] and matcher.match("KeyError", older, kimi_frames()) == []
 
 
+def test_the_records_of_a_frames_file_are_found_by_their_path_under_any_root(tmp_path):
+    records = tmp_path / "records"
+    template = envelope(KIMI_VALUE_ERROR)
+    for rid, path in (("a" * 16, "Lib/json/decoder.py"), ("b" * 16, "python/sglang/srt/models/kimi_k3.py"), ("c" * 16, "json/decoder.py")):
+        write_envelope(records, {**template, "record": {**template["record"], "id": rid, "slug": f"s-{rid[:6]}", "filePath": path}})
+    ingest([records], tmp_path / "s.db")
+    matcher = Matcher(connect(tmp_path / "s.db").conn)
+    assert {r["id"] for r in matcher.in_file("/usr/lib/python3.12/json/decoder.py")} == {"a" * 16, "c" * 16}
+    assert {r["id"] for r in matcher.in_file("C:\\venv\\Lib\\site-packages\\sglang\\srt\\models\\kimi_k3.py")} == {"b" * 16}
+    assert matcher.in_file("") == [] and matcher.in_file("/srv/other/decoder.py") == []
+
+
 def test_word_similarity():
     assert reworded("a b c d", "a b c d") == (1.0, "", "")
     assert reworded("Free memory on device ({free}/{total} GiB)", "Free memory on device cuda:0 (3.1/79 GiB)") == (10 / 17, "free total", "cuda 0 3 1 79")

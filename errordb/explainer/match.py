@@ -46,7 +46,7 @@ CANDIDATE_COLUMNS = ("id", "slug", "repo", "errorClass", "errorMessage", "messag
 class Evidence:
     """One reason a match scores what it does."""
 
-    kind: str  # message-full, message-partial, message-specific, class-agrees, class-differs, frame-file, frame-function, frame-line
+    kind: str  # message-full, -partial, -near, -specific; class-agrees, -differs; frame-file, -function, -line
     points: float
     detail: str
 
@@ -355,8 +355,11 @@ class Matcher:
         on each path the record could have: every tail of ``path``, bare or under a source root."""
         parts = components(path)[-MAX_PATH_PARTS:]
         tails = ["/".join(parts[-k:]) for k in range(1, len(parts) + 1)]
+        if not tails:
+            return []
         found: dict[str, dict[str, Any]] = {}
-        self._add_rows(found, "filePath", tails + [f"{root}/{tail}" for root in sorted(SOURCE_ROOTS) for tail in tails] + [f"Lib/{parts[-1]}"] if parts else [""])
+        roots = [*sorted(SOURCE_ROOTS), "Lib"]  # CPython's Lib/ is installed as lib/pythonX.Y/
+        self._add_rows(found, "filePath", tails + [f"{root}/{tail}" for root in roots for tail in tails])
         return [record for record in found.values() if same_file(path, record["filePath"])]
 
     def match(self, exc_type: str | None, message: str, frames: list[Any] = ()) -> list[Match]:
