@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from errordb.explainer.match import Matcher, common_tail, near_match, reworded, same_file, score_candidate
 from errordb.records.patterns import (
     SET_CHUNK,
+    literal_weight,
     PatternError,
     PatternSet,
     cached_pattern,
@@ -394,6 +395,18 @@ def test_the_records_of_a_frames_file_are_found_by_their_path_under_any_root(tmp
     assert {r["id"] for r in matcher.in_file("/usr/lib/python3.12/json/decoder.py")} == {"a" * 16, "c" * 16}
     assert {r["id"] for r in matcher.in_file("C:\\venv\\Lib\\site-packages\\sglang\\srt\\models\\kimi_k3.py")} == {"b" * 16}
     assert matcher.in_file("") == [] and matcher.in_file("/srv/other/decoder.py") == []
+
+
+@pytest.mark.parametrize(
+    "pattern, weight",
+    [
+        (r"\[IpcModelLoader\] After IPC mapping, .* remain", len("IpcModelLoaderAfterIPCmappingremain")),  # "\[" is a literal
+        (r"[^/]+ is \d+ (?s)long", len("islong")),  # sets, class escapes and flags are not
+        (r"a\\[b]c", 2),  # an escaped backslash, then a set
+    ],
+)  # fmt: skip
+def test_literal_weight_counts_the_letters_and_digits_a_match_must_contain(pattern, weight):
+    assert literal_weight(pattern) == weight
 
 
 def test_word_similarity():

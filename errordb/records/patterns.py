@@ -254,7 +254,8 @@ SET_CHUNK = 100
 _PROBES = ("\n", "x", "Traceback (most recent call last):\n  0 é\t€", "the whole\nmessage: [1, 2]")
 
 
-_LITERAL_NOISE = re.compile(r"\\[A-Za-z]|\[(?:\\.|[^\]])*\]|\(\?[A-Za-z]+\)")
+# An escape as a whole first, so that "\[" is not read as the start of a character set.
+_LITERAL_NOISE = re.compile(r"\\.|\[(?:\\.|[^\]])*\]|\(\?[A-Za-z]+\)")
 _WORD_CHARACTER = re.compile(r"\w", re.ASCII)
 #: A pattern with fewer word characters of literal text than this matches almost any message.
 ALMOST_ANYTHING = 3
@@ -263,7 +264,8 @@ ALMOST_ANYTHING = 3
 @functools.lru_cache(maxsize=4096)
 def literal_weight(pattern: str) -> int:
     """The word characters of a pattern's literal text: every ``[A-Za-z0-9_]`` but those of
-    escapes (``\\d``), character sets (``[^/]``) and inline flags (``(?s)``)."""
+    escapes (``\\d``; an escaped ``\\[`` is a literal, not a set), character sets (``[^/]``) and
+    inline flags (``(?s)``)."""
     return word_characters(_LITERAL_NOISE.sub("", pattern))
 
 

@@ -305,7 +305,7 @@
 
   /** Word characters of a pattern's literal text (not of escapes, character sets, inline flags). */
   function literalWeight(pattern) {
-    return wordCharacters(String(pattern).replace(/\\[A-Za-z]|\[(?:\\.|[^\]])*\]|\(\?[A-Za-z]+\)/g, ""));
+    return wordCharacters(String(pattern).replace(/\\.|\[(?:\\.|[^\]])*\]|\(\?[A-Za-z]+\)/g, ""));
   }
 
   /** Whether the record raises a class of its own project (not a builtin, not another package's). */
