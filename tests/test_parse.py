@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from errordb.explainer import parse
 from errordb.explainer.parse import chain, driver
 from errordb.explainer.parse import Frame, ParsedException, iter_exceptions, parse_text
+from errordb.explainer.parse.lines import strip_prefixes
 
 REF = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "cpython-tracebacks"
 LOGS = Path(__file__).resolve().parent / "data" / "logs"
@@ -1773,6 +1774,22 @@ def test_an_exception_line_that_quotes_a_traceback_is_the_exception_line():
     found = parse.parse_text(text)
     assert (found[0].exc_type, found[0].message) == ("RuntimeError", "Initialization failed. controller_init_state: Traceback (most recent call last):")
     assert found[-1].exc_type is None and found[-1].frames[0].file == "/x/controller.py"  # the quoted traceback, cut
+
+
+def test_a_bare_class_after_frames_has_an_empty_message_that_another_process_cannot_continue():
+    # Two Python 2 workers' tracebacks interleaved line by line (bench/realworld shapes-203).
+    text = ('Traceback (most recent call last):\n  File "/usr/lib/python2.7/multiprocessing/managers.py", line 774, in _callmethod\n'
+            "    raise convert_to_error(kind, result)\nEmpty\n    raise convert_to_error(kind, result)\nEmpty\n")
+    assert [(e.exc_type, e.message) for e in parse.parse_text(text)][0] == ("Empty", "")
+
+
+def test_a_line_with_other_kinds_of_log_prefix_is_another_record_not_the_message():
+    text = ("(EngineCore_DP0 pid=1088)     raise Exception(f\"is_gds_supported({device.index}) failed\")\n"
+            "(EngineCore_DP0 pid=1088) Exception: is_gds_supported(1) failed\n"
+            "(EngineCore_DP0 pid=1088) INFO 12-17 23:28:01 [ray_executor.py:121] Shutting down Ray distributed executor.\n")
+    assert [(e.exc_type, e.message) for e in parse.parse_text(text)] == [("Exception", "is_gds_supported(1) failed")]
+    assert strip_prefixes("(EngineCore_DP0 pid=1088) INFO 12-17 23:28:01 [ray_executor.py:121] Shutting")[2] == "(a"
+    assert strip_prefixes("svc_1  | [2026-08-28 05:10:05 TP1] x") == ("x", ["svc_1", "TP1"], "|[")
 
 
 def test_loggings_report_of_an_error_while_logging_ends_with_its_call_stack_not_an_exception():

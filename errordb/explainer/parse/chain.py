@@ -23,10 +23,12 @@ End of a message
     A message continues until a blank line, a structural line (chain separator, ``Traceback``
     header, ``File`` line, group framing, rich box, "Exception in thread ...:", "Exception
     ignored in: ...", logging's "Call stack:", pdb's ``> file(N)f()``, the closing triple
-    quotes of a RemoteTraceback), a line whose
-    log prefix differs from the exception line's (a new log record after an unprefixed
-    traceback), or end of input. So unprefixed text printed right
-    after a traceback, without a blank line, is taken as message text: nothing tells it apart.
+    quotes of a RemoteTraceback), a line whose kinds of log prefix differ from the exception
+    line's (a new log record after an unprefixed traceback, or vLLM's ``(EngineCore pid=1) INFO
+    ...`` after ``(EngineCore pid=1) Exception: ...``), or end of input. An exception line that
+    is the class alone (``Empty``, no colon) after a traceback's frames has no message at all.
+    So unprefixed text printed right after a traceback, without a blank line, is taken as
+    message text: nothing tells it apart.
 RemoteTraceback
     ``multiprocessing``/``concurrent.futures`` print the remote traceback in triple quotes after
     a ``...RemoteTraceback:`` line: it is parsed as the real start of the chain (the wrapper line
@@ -84,8 +86,9 @@ class ChainParser:
 
     # -- driving ------------------------------------------------------------------------------
 
-    def feed(self, t: str, no: int, hp: bool) -> None:
-        """Read one line (prefix and group margin removed); ``hp``: the raw line had a log prefix."""
+    def feed(self, t: str, no: int, hp: str) -> None:
+        """Read one line (prefix and group margin removed); ``hp``: the kinds of log prefix the raw
+        line had (:func:`~errordb.explainer.parse.lines.strip_prefixes`; ``""``: none)."""
         for _ in range(6):  # a handler may ask for the line again after switching state
             if not HANDLERS[self.state](self, t, no, hp):
                 return
@@ -125,7 +128,7 @@ class ChainParser:
 
     # -- exception lifecycle --------------------------------------------------------------------
 
-    def open(self, no: int, hp: bool) -> Builder:
+    def open(self, no: int, hp: str) -> Builder:
         """Start an exception at line ``no``: it takes the next place in the chain."""
         if self.b is not None:
             self.finish_truncated()
@@ -169,7 +172,7 @@ class ChainParser:
             exc.role = "group-member"
         self.sink.emit(b, exc, self.rank)
 
-    def exception_line(self, b: Builder, exc: tuple[str, str], col: int, hp: bool) -> None:
+    def exception_line(self, b: Builder, exc: tuple[str, str], col: int, hp: str) -> None:
         """``Class: message`` of ``b`` read at column ``col``; its continuation lines follow."""
         cls, msg = exc
         b.exc_type = cls
@@ -180,7 +183,7 @@ class ChainParser:
             b.in_notes = True  # the group's message ends here; what follows are notes
         self.state = MESSAGE
 
-    def _start_bare(self, exc: tuple[str, str], col: int, no: int, hp: bool) -> None:
+    def _start_bare(self, exc: tuple[str, str], col: int, no: int, hp: str) -> None:
         cls, msg = exc
         if not msg and short_name(cls).endswith("RemoteTraceback"):
             # multiprocessing / concurrent.futures: the remote traceback follows in '"""' quotes
@@ -196,7 +199,7 @@ class ChainParser:
 
     # -- between exceptions -------------------------------------------------------------------
 
-    def _on_idle(self, t: str, no: int, hp: bool) -> bool:
+    def _on_idle(self, t: str, no: int, hp: str) -> bool:
         s = t.strip()
         if not s:
             return False
@@ -241,7 +244,7 @@ class ChainParser:
             return True
         return self._on_idle_text(t, s, no, hp)
 
-    def _on_idle_text(self, t: str, s: str, no: int, hp: bool) -> bool:
+    def _on_idle_text(self, t: str, s: str, no: int, hp: str) -> bool:
         """A line that opens no block: pytest's summary or location, a warning, an exception line."""
         col = len(t) - len(t.lstrip())
         if col == 0:
@@ -279,7 +282,7 @@ class ChainParser:
 
     # -- inside a traceback ---------------------------------------------------------------------
 
-    def _on_frames(self, t: str, no: int, hp: bool) -> bool:
+    def _on_frames(self, t: str, no: int, hp: str) -> bool:
         b = self.b
         s = t.strip()
         if not s:
@@ -326,14 +329,20 @@ class ChainParser:
                     if cur[3] is None and not is_caret_line(s):
                         cur[3] = s
                     return False
-                self.exception_line(b, exc, col, hp)
+                self._last_line(b, exc, s, col, hp)
                 return False
         exc = parse_exc_line(s, strict=False)
         if exc is not None:
-            self.exception_line(b, exc, col, hp)
+            self._last_line(b, exc, s, col, hp)
             return False
         self.finish_truncated()
         return True
+
+    def _last_line(self, b: Builder, exc: tuple[str, str], s: str, col: int, hp: str) -> None:
+        """The exception line that ends a traceback's frames."""
+        self.exception_line(b, exc, col, hp)
+        if s == exc[0] and not self.depth:
+            self.finish()  # the class alone, no colon: an empty message, which nothing continues
 
     def _ends_message(self, s: str) -> bool:
         if s.startswith("File "):
@@ -349,7 +358,7 @@ class ChainParser:
             or s in STACK_HEADERS
         )
 
-    def _on_message(self, t: str, no: int, hp: bool) -> bool:
+    def _on_message(self, t: str, no: int, hp: str) -> bool:
         b = self.b
         s = t.strip()
         if not s:
@@ -370,7 +379,7 @@ class ChainParser:
 
     # -- after an exception, and the small formats ------------------------------------------------
 
-    def _on_after(self, t: str, no: int, hp: bool) -> bool:
+    def _on_after(self, t: str, no: int, hp: str) -> bool:
         s = t.strip()
         if not s:
             return False
@@ -386,7 +395,7 @@ class ChainParser:
         self.chain.pending = None
         return True
 
-    def _on_remote_open(self, t: str, no: int, hp: bool) -> bool:
+    def _on_remote_open(self, t: str, no: int, hp: str) -> bool:
         if t.strip() == '"""':
             self.remote_stash = None
             self.in_remote = True
@@ -395,7 +404,7 @@ class ChainParser:
         self._remote_fallback()  # not the multiprocessing layout after all
         return True
 
-    def _on_warn_source(self, t: str, no: int, hp: bool) -> bool:
+    def _on_warn_source(self, t: str, no: int, hp: str) -> bool:
         b = self.b
         if t[:1] in (" ", "\t") and t.strip() and hp == b.has_prefix:
             b.cur[3] = t.strip()
@@ -406,16 +415,16 @@ class ChainParser:
         self.state = IDLE
         return True
 
-    def _on_stack(self, t: str, no: int, hp: bool) -> bool:
+    def _on_stack(self, t: str, no: int, hp: str) -> bool:
         if t[:1] in (" ", "\t"):
             return False  # a frame or its source line
         self.state = IDLE
         return bool(t.strip())
 
-    def _on_ignore(self, t: str, no: int, hp: bool) -> bool:
+    def _on_ignore(self, t: str, no: int, hp: str) -> bool:
         return False
 
-    def _on_reader(self, t: str, no: int, hp: bool) -> bool:
+    def _on_reader(self, t: str, no: int, hp: str) -> bool:
         return self.reader.feed(self, t, no, hp)
 
 

@@ -80,7 +80,7 @@ class _Parser:
             self._feed_line(line, self.no)
 
     def _feed_line(self, line: str, no: int) -> None:
-        content, ids, hp = strip_prefixes(line) if line else ("", [], False)
+        content, ids, hp = strip_prefixes(line) if line else ("", [], "")
         rank = " ".join(ids)
         stripped = content.strip()
         if stripped:

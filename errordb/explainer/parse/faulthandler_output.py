@@ -31,7 +31,7 @@ class FaultReader:
         self.first: list = []
         self.have_current = False
 
-    def feed(self, parser: Host, t: str, no: int, hp: bool) -> bool:
+    def feed(self, parser: Host, t: str, no: int, hp: str) -> bool:
         s = t.strip()
         if not s:
             return False

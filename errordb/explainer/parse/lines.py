@@ -113,10 +113,17 @@ def _bracket_ranks(inner: str) -> list[str] | None:
     return ranks
 
 
-def strip_prefixes(text: str) -> tuple[str, list[str], bool]:
-    """Remove leading log prefixes: returns (content, source ids, whether any prefix was removed)."""
+def strip_prefixes(text: str) -> tuple[str, list[str], str]:
+    """Remove leading log prefixes: returns (content, source ids, the kinds of prefix removed).
+
+    The kinds are one character a layer, outermost first (``[`` brackets, ``(`` Ray's
+    parentheses, ``0`` a timestamp, ``a`` a level, glog or syslog prefix, ``|`` docker-compose):
+    ``""`` when there was none. A traceback's lines share their kinds; a line whose kinds differ
+    is another log record (vLLM's ``(EngineCore pid=1) INFO ...`` after ``(EngineCore pid=1)
+    Exception: ...``).
+    """
     ids: list[str] = []
-    found = False
+    found = ""
     for _ in range(_MAX_PREFIX_LAYERS):
         if not text:
             break
@@ -154,13 +161,14 @@ def strip_prefixes(text: str) -> tuple[str, list[str], bool]:
                 m = _SYSLOG_RE.match(text)
                 if m is not None and m.group(1):
                     source = "pid=" + m.group(1)
+        kind = c if c in "[(" else "0" if c.isdigit() else "a"
         if m is None and c.isalnum():
             m = _DOCKER_RE.match(text)
             if m is not None:
-                source = m.group(1)
+                source, kind = m.group(1), "|"
         if m is None or m.end() == 0:
             break
-        found = True
+        found += kind
         if source:
             ids.append(source)
         text = text[m.end():]

@@ -80,14 +80,14 @@ class Builder:
         "head", "tail", "nframes", "cur", "base", "frame_col",
     )
 
-    def __init__(self, start: int, role: str, chain_index: int, group_path: tuple, has_prefix: bool):
+    def __init__(self, start: int, role: str, chain_index: int, group_path: tuple, has_prefix: str):
         self.start = start
         self.token = 0
         self.role = role
         self.chain_index = chain_index
         self.group_path = group_path
-        self.has_prefix = has_prefix  # prefix state of the exception line (ends the message if it changes)
-        self.frames_hp = has_prefix  # prefix state of the first frame (ends the frames if it changes)
+        self.has_prefix = has_prefix  # prefix kinds of the exception line (the message ends where they change)
+        self.frames_hp = has_prefix  # prefix kinds of the first frame (the frames end where they change)
         self.exc_type: str | None = None
         self.msg_lines: list[str] = []
         self.msg_chars = 0

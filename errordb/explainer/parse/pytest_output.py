@@ -47,7 +47,7 @@ def _ends_section(s: str) -> bool:
     )
 
 
-def report_summary(parser: Host, nodeid: str, rest: str, no: int, hp: bool) -> None:
+def report_summary(parser: Host, nodeid: str, rest: str, no: int, hp: str) -> None:
     """A ``FAILED nodeid - rest`` summary line, unless the long form reported it already."""
     exc = parse_exc_line(rest, strict=False)
     if exc is None:
@@ -82,14 +82,14 @@ class PytestReader:
         self.e_lines: list[str] = []
         self.e_indent = 0
         self.wait: list | None = None  # a short-format frame whose source line comes next
-        self.hp = False
+        self.hp = ""
 
     def settle(self, parser: Host) -> None:
         if self.e_lines:  # E lines set start, so the failure has a start line
             self._failure(parser, None, self.start)
         parser.to_idle()
 
-    def feed(self, parser: Host, t: str, no: int, hp: bool) -> bool:
+    def feed(self, parser: Host, t: str, no: int, hp: str) -> bool:
         s = t.strip()
         if not s:
             return False
@@ -132,7 +132,7 @@ class PytestReader:
             self.func = m.group(1)
         return False
 
-    def _e_line(self, t: str, hp: bool) -> None:
+    def _e_line(self, t: str, hp: str) -> None:
         rest = t[1:]
         lead = len(rest) - len(rest.lstrip(" "))
         if not self.e_lines:

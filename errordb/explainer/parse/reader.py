@@ -22,10 +22,10 @@ class Host(Protocol):
     chain: Chain
     sink: Sink
 
-    def open(self, no: int, hp: bool) -> Builder:
-        """Start an exception at line ``no``; ``hp``: its line had a log prefix."""
+    def open(self, no: int, hp: str) -> Builder:
+        """Start an exception at line ``no``; ``hp``: the kinds of log prefix its line had."""
 
-    def exception_line(self, b: Builder, exc: tuple[str, str], col: int, hp: bool) -> None:
+    def exception_line(self, b: Builder, exc: tuple[str, str], col: int, hp: str) -> None:
         """``b``'s ``Class: message`` line; the host reads its continuation lines."""
 
     def finish(self) -> None:
@@ -44,7 +44,7 @@ class Host(Protocol):
 class Reader(Protocol):
     """Reads the lines of one other format for a :class:`Host`."""
 
-    def feed(self, parser: Host, t: str, no: int, hp: bool) -> bool:
+    def feed(self, parser: Host, t: str, no: int, hp: str) -> bool:
         """Read one line; True to have it read again by ``parser`` in the state it is now in."""
 
     def settle(self, parser: Host) -> None:

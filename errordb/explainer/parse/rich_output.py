@@ -30,7 +30,7 @@ class RichReader:
     def settle(self, parser: Host) -> None:
         parser.finish_truncated()
 
-    def feed(self, parser: Host, t: str, no: int, hp: bool) -> bool:
+    def feed(self, parser: Host, t: str, no: int, hp: str) -> bool:
         if self.box_done:
             return self._after_box(parser, t, hp)
         s = t.strip()
@@ -60,7 +60,7 @@ class RichReader:
             b.add_frame(m.group(1), int(m.group(2)), m.group(3))
         return False
 
-    def _after_box(self, parser: Host, t: str, hp: bool) -> bool:
+    def _after_box(self, parser: Host, t: str, hp: str) -> bool:
         s = t.strip()
         if not s:
             return False

@@ -68,7 +68,7 @@ class LogSource:
             return True
         return p.state == AFTER and not (is_last and (self.prev_unprefixed or self.prev_header))
 
-    def feed(self, t: str, no: int, hp: bool) -> None:
+    def feed(self, t: str, no: int, hp: str) -> None:
         if self.c0 is None and t:
             s = t.lstrip()
             if s[:1] in ("+", "|") and (
@@ -89,7 +89,7 @@ class LogSource:
         self._pop_to(0)
         self.c0 = None
 
-    def _feed_group(self, t: str, no: int, hp: bool) -> bool:
+    def _feed_group(self, t: str, no: int, hp: str) -> bool:
         """Handle a line while group framing is open; False if the framing just ended."""
         s = t.lstrip()
         off = len(t) - len(s) - self.c0
@@ -118,7 +118,7 @@ class LogSource:
         self._end_group()
         return False
 
-    def _text_at(self, depth: int, content: str, no: int, hp: bool) -> None:
+    def _text_at(self, depth: int, content: str, no: int, hp: str) -> None:
         top = len(self.ctx) - 1
         if depth < top:
             self._pop_to(depth)
