@@ -206,7 +206,7 @@ def _appended_to(statement: ast.stmt, name: str) -> tuple[ast.expr, bool] | None
     if len(inner) != 1 or not any(inner[0] in block for block in (statement.body, statement.orelse)):
         return None
     found = _appended_to(inner[0], name)
-    return (found[0], False) if found and isinstance(inner[0], ast.AugAssign) else None
+    return (found[0], False) if found else None
 
 
 def _appended(value: ast.expr, suffixes: list[tuple[ast.expr, bool]]) -> ast.expr:

@@ -3,13 +3,13 @@
 Rules beyond the schema: the pattern fully matches the message (the schema itself refuses a
 pattern that does not, or that matches every message, so ingest refuses it too; check reports
 it as the file's validation error, and :func:`check_record` keeps the rule for records built in
-code) and requires a few letters or digits of literal text (``.+ failed: .+`` would claim
-almost any exception); the snippet has exactly
-``sourceCodeEnd - sourceCodeStart + 1`` lines; the line at ``lineNumber`` is the ``raise`` of
-the record's class (or the line that begins it); ``githubUrl`` is the pinned URL of exactly that
+code) and requires a few letters or digits of literal text (``(.+): (.+)`` would claim almost
+any exception); the snippet has exactly ``sourceCodeEnd - sourceCodeStart + 1`` lines; the
+line at ``lineNumber`` is the ``raise`` of the record's class (or the line that begins it; a
+``raise e`` of a variable cannot say its class); ``githubUrl`` is the pinned URL of exactly that
 window; slugs follow the convention (the message's, alone or with the id's suffix) and are
-unique; ids are unique; a file inside a records
-tree lives at ``<owner>/<repo>/<id>.json``; every ``backgroundTag`` has a family entry.
+unique; ids are unique; a file inside a records tree lives at ``<owner>/<repo>/<id>.json``;
+every ``backgroundTag`` has a family entry.
 """
 
 from __future__ import annotations

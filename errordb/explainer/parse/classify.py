@@ -7,9 +7,9 @@ upper-case letter and ends in Error, Exception, Warning, Exit, Interrupt or Iter
 something before the suffix (``ValueError``, ``torch.OutOfMemoryError``; not ``Error``, ``INFO``,
 ``Note``, ``http``), or is a capitalised name in a module named ``errors``, ``exceptions`` or
 ``exc`` (``requests.exceptions.MissingSchema``, ``pydantic.errors.PydanticUndefinedAnnotation``),
-or is a module's own ``Error`` or ``Exception`` (``_csv.Error``, ``binascii.Error``). Where the position proves it is an exception line (after frames, inside
-group framing, after a chain separator), any dotted name is accepted (``E: <exception str()
-failed>``) except log-level words.
+or is a module's own ``Error`` or ``Exception`` (``_csv.Error``, ``binascii.Error``). Where the
+position proves it is an exception line (after frames, inside group framing, after a chain
+separator), any dotted name is accepted (``E: <exception str() failed>``) except log-level words.
 """
 
 from __future__ import annotations

@@ -8,7 +8,13 @@ started on a prefixed line (sglang's ``[... TP0] Scheduler hit an exception: Tra
 style). While nothing is open, blocks of ordinary log lines are skipped after one cheap test
 (:mod:`~errordb.explainer.parse.fastpath`).
 
-If nothing is found and the whole input has at most 3 non-empty lines and no traceback, it is
+A JSON string that holds an escaped traceback (``"exc_info": "Traceback ...\\n  File ..."``) is
+decoded in place and read as the lines it holds.
+
+When no traceback and no exception line is found, the exceptions named otherwise are reported:
+in prose (:func:`~errordb.explainer.parse.classify.find_mention`: backticks, quotes, a repr, a
+debugger's report) or in an error report's fields (a JSON error body's class and message, a
+Django debug page's). Failing those, an input of at most 3 non-empty lines and no traceback is
 reported as one exception with ``exc_type`` None and those lines as the message.
 """
 
@@ -20,7 +26,7 @@ from itertools import islice
 from operator import itemgetter
 
 from errordb.explainer.parse.classify import (
-    ESCAPED_HEADER, escaped_traceback, find_mention, error_fields, mentions_traceback, might_mention,
+    ESCAPED_HEADER, error_fields, escaped_traceback, find_mention, mentions_traceback, might_mention,
 )
 from errordb.explainer.parse.fastpath import BLOCK_CHARS, BLOCK_LINES, all_noise
 from errordb.explainer.parse.lines import MAX_LINE_CHARS, Markdown, clean_line, strip_prefixes
@@ -138,13 +144,14 @@ class _Parser:
         self.quiet = not self.active and self.nonempty > _BARE_MAX_LINES and not self._waiting()
 
     def _waiting(self) -> bool:
-        """Whether a half-read mention waits for its message (a JSON class field, a debugger's
-        report, an error report's field): the next lines must be read even if they hold no trigger."""
+        """Whether a half-read mention waits for its message (an error report's class field, a
+        debugger's report): the next lines must be read even if they hold no trigger."""
         if self.sink.emitted:
             return False
         if self.fields and self.no - min(no for _, no in self.fields.values()) >= _FIELD_LINES:
             self.fields.clear()
-        return self.field_waits or bool(self.fields) or bool(self.mentions and not self.mentions[-1][1] and self.mentions[-1][2] == self.no)
+        last = self.mentions[-1] if self.mentions else None
+        return self.field_waits or bool(self.fields) or (last is not None and not last[1] and last[2] == self.no)
 
     def _error_field(self, kind: str, value: str, no: int, rank: str) -> None:
         """An error's class or message in a field of an error report (classify.error_fields),
