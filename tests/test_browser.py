@@ -446,6 +446,28 @@ def test_reworded_messages_are_read_alike_by_python_and_the_browser(new_page, se
         python.score, [(e.kind, e.points, e.detail) for e in python.evidence])
 
 
+def test_bare_classes_and_generic_messages_under_another_class_are_judged_alike(new_page, server):
+    from errordb.explainer.match import score_candidate
+
+    page, _ = new_page()
+    page.goto(server)
+    frames = [{"file": "/venv/lib/python3.11/site-packages/pkg/m.py", "line": 3, "function": "f"}]
+    base = {"id": "1" * 16, "slug": "s", "repo": "o/pkg", "filePath": "src/pkg/m.py", "function": "A.f", "lineNumber": 3}
+    cases = [
+        ({**base, "errorClass": "NotImplementedError", "errorMessage": "", "messagePattern": ""}, "NotImplementedError", ""),
+        ({**base, "errorClass": "NotImplementedError", "errorMessage": "", "messagePattern": ""}, "NotImplementedError", "some message"),
+        ({**base, "errorClass": "NotImplementedError", "errorMessage": "", "messagePattern": ""}, "ValueError", ""),
+        ({**base, "errorClass": "KeyError", "errorMessage": "'x'", "messagePattern": "'.+'"}, "ValueError", "'x'"),
+        ({**base, "errorClass": "KeyError", "errorMessage": "'x'", "messagePattern": "'.+'"}, "KeyError", "'x'"),
+    ]  # fmt: skip
+    js = page.evaluate("cs => cs.map(c => errordbExplain.rank([c[0]], {type: c[1], message: c[2], frames: c[3]}))",
+                       [[record, exc_type, message, frames] for record, exc_type, message in cases])  # fmt: skip
+    python = [score_candidate(record, exc_type, message, [SimpleNamespace(**f) for f in frames]) for record, exc_type, message in cases]
+    assert [[(m["score"], [e["kind"] for e in m["evidence"]]) for m in found] for found in js] == [
+        [(m.score, [e.kind for e in m.evidence])] if m else [] for m in python]
+    assert [bool(m) for m in python] == [True, False, False, False, True]
+
+
 def test_messages_cut_short_are_read_alike_by_python_and_the_browser(new_page, server):
     from errordb.records.patterns import cut_match
 

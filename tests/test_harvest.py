@@ -214,7 +214,11 @@ def test_sites_reasons_and_helpers(tmp_path):
         "widget {x} broke",  # WidgetError takes its message second
         "a local message {x}",  # a local assigned just before
         "second",  # straight-line code: the nearest assignment before the raise
+        "",  # raise NotImplementedError: a builtin class without a message prints none
     }
+    bare = found[""]
+    assert (bare["errorClass"], bare["messagePattern"], bare["lineNumber"], bare["functionName"]) == ("NotImplementedError", "", 28, "Child.check")
+    assert bare["slug"] == f"notimplementederror-{bare['id'][:6]}"
     helper = found["missing value for {self}"]
     assert helper["filePath"] == "src/widgets/core.py"
     assert helper["errorClass"] == "errors.UsageError"
@@ -226,7 +230,6 @@ def test_sites_reasons_and_helpers(tmp_path):
     assert reasons == {
         (16, "message-not-literal"),  # the helper's own raise: the message is its parameter
         (27, "shares-line"),
-        (28, "no-message"),
         (37, "not-a-class"),
         (39, "several-arguments"),
         (43, "no-message"),  # BuildsItsOwn builds its own message
@@ -626,3 +629,21 @@ def test_drafts_are_accepted_by_ingest_and_shown_as_drafts_by_the_site(tmp_path)
     listing = (tmp_path / "site" / "tags" / "draft" / "index.html").read_text(encoding="utf-8")
     assert draft["slug"] in listing  # and tags/draft/ lists what awaits analysis
     assert "dspark" not in listing  # reviewed records are not in it
+
+
+def test_classes_raised_without_a_message_have_pages_named_after_the_class(tmp_path):
+    from errordb.publish.site import build_site
+
+    out = tmp_path / "records"
+    root = write_tree(tmp_path / "pkg", {"m.py": "class A:\n    def f(self):\n        raise NotImplementedError\n\n    def g(self):\n        raise NotImplementedError()\n"})
+    harvest(root, repo=REPO, sha=SHA1, out=out)
+    bare = sorted(records(out).values(), key=lambda r: r["lineNumber"])
+    assert [(r["errorMessage"], r["messagePattern"], r["functionName"]) for r in bare] == [("", "", "A.f"), ("", "", "A.g")]
+    assert check([out]) == []
+    db_path = tmp_path / "e.db"
+    ingest([out], db_path)
+    build_site(db_path, tmp_path / "site")
+    page = (tmp_path / "site" / "errors" / bare[0]["slug"] / "index.html").read_text(encoding="utf-8")
+    assert "<h1>NotImplementedError</h1>" in page and "raised without a message" in page
+    # Every bare NotImplementedError has the message "": that makes them no "same message" of each other.
+    assert "Same message" not in page and "same message" not in page

@@ -413,3 +413,27 @@ def test_word_similarity():
     assert reworded("a b c d", "a b c d") == (1.0, "", "")
     assert reworded("Free memory on device ({free}/{total} GiB)", "Free memory on device cuda:0 (3.1/79 GiB)") == (10 / 17, "free total", "cuda 0 3 1 79")
     assert reworded("", "x") == (0.0, "", "")
+
+
+# Classes raised without a message ------------------------------------------------------------
+
+
+def test_an_exception_without_a_message_is_found_by_its_innermost_frame_and_class(tmp_path):
+    records = tmp_path / "records"
+    template = envelope(KIMI_PP_ERROR)  # a NotImplementedError raised in kimi_k3.py
+    bare = {**template["record"], "id": "d" * 16, "slug": "notimplementederror-dddddd", "errorMessage": "", "messagePattern": ""}
+    write_envelope(records, {**template, "record": bare})
+    write_envelope(records, template)
+    ingest([records], tmp_path / "s.db")
+    matcher = Matcher(connect(tmp_path / "s.db").conn)
+    (function, line) = matcher.conn.execute("SELECT function, lineNumber FROM records WHERE id = ?", ["d" * 16]).fetchone()
+    frames = [F("/app/main.py", 3, "<module>"), F("/venv/lib/python3.11/site-packages/sglang/srt/models/kimi_k3.py", line, function)]
+    (match,) = matcher.match("NotImplementedError", "", frames)
+    assert match.id == "d" * 16
+    assert [e.kind for e in match.evidence] == ["message-full", "class-agrees", "frame-file", "frame-function", "frame-line"]
+    # Without a frame in its file, or under another class, a bare class says nothing; and it is
+    # never a candidate for a message.
+    assert matcher.match("NotImplementedError", "", []) == []
+    assert matcher.match("ValueError", "", frames) == []
+    assert "d" * 16 not in {m.id for m in matcher.match("NotImplementedError", "DSPARK aux hidden capture requires PP=1.", frames)}
+    assert "d" * 16 not in {r["id"] for r in matcher.candidates("any message at all")}

@@ -134,6 +134,8 @@ def score_candidate(record: dict[str, Any], exc_type: str | None, message: str, 
     first_line = text.split("\n", 1)[0]
     evidence: list[Evidence] = []
     held = None  # the pattern's literal text that a cut message holds
+    if not record["messagePattern"] and text:
+        return None  # a class raised without a message: found in no message (but everywhere inside one)
     if pattern.fullmatch(text) is not None:
         evidence.append(Evidence("message-full", FULL_MATCH, "the pattern matches the whole message"))
     elif first_line != text and pattern.fullmatch(first_line) is not None:
@@ -151,6 +153,8 @@ def score_candidate(record: dict[str, Any], exc_type: str | None, message: str, 
     if exc_type:
         if exc_type == record["errorClass"] or short_class(exc_type) == short_class(record["errorClass"]):
             evidence.append(Evidence("class-agrees", CLASS_AGREES, f"raised as {exc_type}, the record's class"))
+        elif weight < SPECIFIC_LITERAL:
+            return None  # a generic message under another class is another exception, frames or not
         else:
             evidence.append(Evidence("class-differs", CLASS_DIFFERS, f"raised as {exc_type}; the record raises {record['errorClass']}"))
     best = _best_frame(record, frames)
@@ -345,7 +349,8 @@ class Matcher:
 
     def _unindexed_found(self, message: str) -> list[str]:
         if self._unindexed is None:
-            rows = self.conn.execute("SELECT id, messagePattern FROM records WHERE matchKey = '' ORDER BY id").fetchall()
+            sql = "SELECT id, messagePattern FROM records WHERE matchKey = '' AND messagePattern != '' ORDER BY id"
+            rows = self.conn.execute(sql).fetchall()
             self._unindexed = ([row[0] for row in rows], PatternSet([row[1] for row in rows]))
         ids, patterns = self._unindexed
         return [ids[position] for position in patterns.search(message)] if ids else []
@@ -365,10 +370,15 @@ class Matcher:
     def match(self, exc_type: str | None, message: str, frames: list[Any] = ()) -> list[Match]:
         """Every record matching one exception, ranked: by its pattern, or nearly
         (:func:`near_match`) when the innermost frame is where the record raises and no
-        record's pattern matched there."""
+        record's pattern matched there. An exception without a message is looked up by its
+        innermost frame's file (records of classes raised without one)."""
         frames = list(frames)
         matches = {}
-        for record in self.candidates(message):
+        candidates = self.candidates(message)
+        if not message.strip() and frames and frames[-1].file:
+            # An exception without a message: the records of classes raised without one, where it was raised.
+            candidates += [record for record in self.in_file(frames[-1].file) if not record["messagePattern"]]
+        for record in candidates:
             scored = score_candidate(record, exc_type, message, frames)
             if scored:
                 matches[scored.id] = scored

@@ -103,7 +103,7 @@ def record_sections(record: dict[str, Any], style: Style, width: int, transcript
     """The record's sections for the terminal, in the order of its web page."""
     page, json_url = site_urls(record)
     header = f"{clean(record['repo'])} · {clean(record['severity'])} · {clean(record['errorClass'])}"
-    sections = [style.dim(header), style.bold(clean(record["errorMessage"]))]
+    sections = [style.dim(header), style.bold(clean(record["errorMessage"] or f"{record['errorClass']} (raised without a message)"))]
     if record.get("documentation"):
         sections.append(style.cyan("What it means") + "\n" + _para(record["documentation"], width))
     sections.append(
@@ -269,5 +269,5 @@ def record_markdown_sections(record: dict[str, Any], match: Any = None) -> list[
 
 def render_record_markdown(record: dict[str, Any]) -> str:
     """One record as Markdown (``errordb show --format markdown``), headed like an explain finding."""
-    title = f"### {md_escape(record['errorClass'] + ': ')}{md_escape(record['errorMessage'][:300])}"
+    title = f"### {md_escape(record['errorClass'] + (': ' if record['errorMessage'] else ''))}{md_escape(record['errorMessage'][:300])}"
     return "\n\n".join([title, *record_markdown_sections(record)]) + "\n"

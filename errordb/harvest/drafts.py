@@ -125,15 +125,16 @@ def source_window(lines: list[str], line: int) -> tuple[str, int, int]:
 def draft_record(site: Site, lines: list[str], *, repo: str, sha: str, analyzed_at: str) -> dict[str, Any]:
     """A draft record (as a dict in schema order) for one raise site.
 
-    Its slug is the message's with the id's suffix: unique across repositories without looking
-    at any other record, so it stays the same when another project is harvested beside it.
+    Its slug is the message's (the class's, for a raise without a message) with the id's suffix:
+    unique across repositories without looking at any other record, so it stays the same when
+    another project is harvested beside it.
     """
     source, start, end = source_window(lines, site.line)
     rid = record_id(repo, site)
     return {
         "id": rid,
         "repo": repo,
-        "slug": slug_with_suffix(site.message, rid),
+        "slug": slug_with_suffix(site.message or site.error_class, rid),
         "errorCode": None,
         "errorMessage": site.message,
         "messagePattern": site.pattern,

@@ -104,6 +104,8 @@ class Site:
 
     @property
     def pattern(self) -> str:
+        if self.templates == (("",),):
+            return ""  # raised without a message: it prints none
         # KeyError's str() is the repr() of its argument: 'message' in quotes.
         return message_pattern(list(self.templates), quoted=self.error_class.rsplit(".", 1)[-1] == "KeyError")
 
@@ -386,6 +388,15 @@ def assert_site(index: ModuleIndex, node: ast.Assert, place: Place) -> Site:
     return Site(index.path, node.lineno, place.qualname, "AssertionError", tuple(templates), order=(node.lineno, node.col_offset))
 
 
+def _class_only(index: ModuleIndex, node: ast.Raise, place: Place, name: str) -> Site:
+    """``raise NotImplementedError`` or ``raise ValueError()``: a builtin class raised without a
+    message prints none, so its record's message and pattern are "" (matched on class and frames)."""
+    line = index.lines[node.lineno - 1] if node.lineno <= len(index.lines) else ""
+    if raised_class(line) != name:
+        raise _Skipped("shares-line", f"the line starts {line.strip()[:40]!r}")
+    return Site(index.path, node.lineno, place.qualname, name, (("",),), order=(node.lineno, node.col_offset))
+
+
 def raise_site(tree: Tree, index: ModuleIndex, node: ast.Raise, place: Place) -> Site:
     """The site of one ``raise X(...)``, or :class:`_Skipped` saying why there is none."""
     exc = node.exc
@@ -398,11 +409,15 @@ def raise_site(tree: Tree, index: ModuleIndex, node: ast.Raise, place: Place) ->
     if not isinstance(exc, ast.Call):
         name = dotted(exc)
         if name and looks_like_class(name):
+            if name in BUILTIN_EXCEPTIONS:
+                return _class_only(index, node, place, name)
             raise _Skipped("no-message", f"raise {name}")
         raise _Skipped("not-a-class", f"raises {describe(exc)}")
     name = dotted(exc.func)
     if not name or not looks_like_class(name):
         raise _Skipped("not-a-class", f"raises the result of {describe(exc)}")
+    if name in BUILTIN_EXCEPTIONS and not exc.args and not exc.keywords:
+        return _class_only(index, node, place, name)
     templates = _templates(name, message_argument(tree, name, exc), index.resolver(place))
     line = index.lines[node.lineno - 1] if node.lineno <= len(index.lines) else ""
     raised = raised_class(line)

@@ -128,7 +128,10 @@ def record_page(source: Source, data: dict[str, Any]) -> Page:
 
 
 def same_message_ids(conn: sqlite3.Connection, record: dict[str, Any]) -> list[str]:
-    """The other records with the record's messagePattern or errorMessage, in id order."""
+    """The other records with the record's messagePattern or errorMessage, in id order (none
+    for a class raised without a message: every bare ``raise NotImplementedError`` has "")."""
+    if not record["errorMessage"]:
+        return []
     sql = "SELECT id FROM records WHERE messagePattern = ? UNION SELECT id FROM records WHERE errorMessage = ? ORDER BY id"
     return [row[0] for row in conn.execute(sql, [record["messagePattern"], record["errorMessage"]]) if row[0] != record["id"]]
 

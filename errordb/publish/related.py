@@ -87,7 +87,7 @@ def score(record: dict[str, Any], other: dict[str, Any], record_tags: Iterable[s
         else:
             points += SAME_FILE
             reasons.append("same file")
-    if record["messagePattern"] == other["messagePattern"] or record["errorMessage"] == other["errorMessage"]:
+    if record["errorMessage"] and (record["messagePattern"] == other["messagePattern"] or record["errorMessage"] == other["errorMessage"]):
         points += SAME_MESSAGE
         reasons.append("same message")
     else:

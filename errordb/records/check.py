@@ -79,7 +79,7 @@ def check_record(item: LoadedRecord) -> list[RecordError]:
     except PatternError as exc:
         problem("messagePattern", str(exc))
     weight = literal_weight(record.messagePattern)
-    if weight < ALMOST_ANYTHING:
+    if weight < ALMOST_ANYTHING and record.messagePattern:  # "" matches only the empty message
         problem("messagePattern", f"matches almost any message: it requires {weight} letters or digits of literal text")
     expected_lines = record.sourceCodeEnd - record.sourceCodeStart + 1
     actual_lines = len(snippet_lines(record.sourceCode))
@@ -95,8 +95,8 @@ def check_record(item: LoadedRecord) -> list[RecordError]:
     url = github_url(record.repo, record.analyzedSha, record.filePath, record.sourceCodeStart, record.sourceCodeEnd)
     if record.githubUrl != url:
         problem("githubUrl", f"should be {url}")
-    if record.slug not in allowed_slugs(record.errorMessage, record.id):
-        problem("slug", f"should be {' or '.join(allowed_slugs(record.errorMessage, record.id))}")
+    if record.slug not in allowed_slugs(record.errorMessage or record.errorClass, record.id):
+        problem("slug", f"should be {' or '.join(allowed_slugs(record.errorMessage or record.errorClass, record.id))}")
     return problems
 
 
@@ -122,7 +122,7 @@ def _check_dataset(items: list[LoadedRecord]) -> list[RecordError]:
             problems.append(RecordError(item.source, record.id, "id", f"duplicate id: also in {first_source[record.id]}"))
         first_source.setdefault(record.id, item.source)
         if record.slug in slug_owner and slug_owner[record.slug] != record.id:
-            base, suffixed = allowed_slugs(record.errorMessage, record.id)
+            base, suffixed = allowed_slugs(record.errorMessage or record.errorClass, record.id)
             hint = f"; use {suffixed}" if record.slug == base else ""
             problems.append(RecordError(item.source, record.id, "slug", f"{record.slug!r} is also the slug of record {slug_owner[record.slug]}{hint}"))
         slug_owner.setdefault(record.slug, record.id)

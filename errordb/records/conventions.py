@@ -1,7 +1,8 @@
 """Naming conventions the dataset follows: slugs and pinned GitHub URLs.
 
 Slugs follow the seed records: the message lower-cased, every run of other characters turned
-into one hyphen, cut at a word boundary to at most :data:`SLUG_BASE_MAX` characters, alone or
+into one hyphen, cut at a word boundary to at most :data:`SLUG_BASE_MAX` characters (the class,
+for a record of an exception raised without a message), alone or
 with the first six hex digits of the record's id as a suffix
 (``dspark-requires-explicit-layer-ids-for-aux-hidden-b318b4``). Records that share a message take
 the suffix; harvested drafts always do, so their slugs are unique across repositories whatever

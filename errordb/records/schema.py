@@ -57,11 +57,12 @@ class Record(BaseModel):
     repo: str = Field(pattern=_REPO, description="GitHub repository as owner/name.")
     slug: str = Field(pattern=_SLUG, max_length=80, description="URL name of the error page.")
     errorCode: Text | None = None
-    errorMessage: str = Field(min_length=1, max_length=MAX_TEXT, description="The message as raised.")
+    errorMessage: str = Field(
+        max_length=MAX_TEXT, description='The message as raised; "" for a class raised without one (`raise NotImplementedError`).'
+    )
     messagePattern: str = Field(
-        min_length=1,
         max_length=MAX_PATTERN,
-        description="Regular expression (RE2 syntax, a subset of Python's) matching the runtime message.",
+        description='Regular expression (RE2 syntax, a subset of Python\'s) matching the runtime message; "" matches only the empty message.',
     )
     errorType: Annotated[str, Field(pattern=_WORD, max_length=40)] | None = None
     errorClass: str = Field(pattern=_DOTTED_NAME, max_length=200)

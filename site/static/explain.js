@@ -7,7 +7,9 @@
  *            inside the message, or a message cut short that starts one it matches), else no match;
  *            and round(5 * min(w, 100) / 100, 1) for the w letters and digits of literal text the
  *            pattern requires (that the cut message holds);
- *   class:   agrees +30 (equal, or equal last dotted part), differs -30, not given 0;
+ *   class:   agrees +30 (equal, or equal last dotted part), differs -30 (no match at all for a
+ *            generic pattern), not given 0; a pattern "" (a class raised without a message)
+ *            matches only an empty message;
  *   frames:  the best frame in the record's file (same last path components): +20, function +10,
  *            line +10, or round(10 * max(0, 1 - d / 200), 1) when d lines away; else a frame of
  *            the record's file name and package (moved) in its function: +10; none at all when
@@ -417,6 +419,7 @@
     var text = exc.message.trim();
     var firstLine = text.split("\n")[0];
     var evidence = [], held = null;
+    if (record.messagePattern === "" && text !== "") return null; // a class raised without a message
     if (m.full.test(text)) {
       evidence.push({ kind: "message-full", points: FULL_MATCH, detail: "the pattern matches the whole message" });
     } else if (firstLine !== text && m.full.test(firstLine)) {
@@ -434,6 +437,8 @@
     if (exc.type) {
       if (exc.type === record.errorClass || shortClass(exc.type) === shortClass(record.errorClass)) {
         evidence.push({ kind: "class-agrees", points: CLASS_AGREES, detail: "raised as " + exc.type + ", the record's class" });
+      } else if (weight < SPECIFIC_LITERAL) {
+        return null; // a generic message under another class is another exception, frames or not
       } else {
         evidence.push({ kind: "class-differs", points: CLASS_DIFFERS, detail: "raised as " + exc.type + "; the record raises " + record.errorClass });
       }
@@ -620,7 +625,7 @@
     var list = el("ol", { "class": "matches", "aria-label": "Matching errors, best first" });
     matches.slice(0, 10).forEach(function (m, index) {
       var r = m.record;
-      var link = el("a", { href: errorsBase + encodeURIComponent(r.slug) + "/index.html" }, [r.errorMessage]);
+      var link = el("a", { href: errorsBase + encodeURIComponent(r.slug) + "/index.html" }, [r.errorMessage || r.errorClass]);
       var evidence = el("ul", { "class": "evidence", "aria-label": "Why" }, m.evidence.map(function (e) {
         return el("li", { "data-kind": e.kind, "data-points": String(e.points) }, [signed(e.points) + " " + e.kind.replace("-", " ") + ": " + e.detail]);
       }));

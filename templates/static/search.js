@@ -97,7 +97,7 @@
       var answer = search(query);
       results.textContent = "";
       answer.rows.forEach(function (row) {
-        var link = el("a", { "class": "item-title", href: errorsBase + encodeURIComponent(row[0]) + "/index.html" }, [row[1]]);
+        var link = el("a", { "class": "item-title", href: errorsBase + encodeURIComponent(row[0]) + "/index.html" }, [row[1] || row[2]]);
         var meta = el("span", { "class": "item-meta" }, [row[2] + " · " + row[3] + " · " + row[4]]);
         results.appendChild(el("li", { "class": "item", "data-record-id": row[5] }, [link, meta]));
       });
