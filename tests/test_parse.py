@@ -1776,6 +1776,14 @@ def test_an_exception_line_that_quotes_a_traceback_is_the_exception_line():
     assert found[-1].exc_type is None and found[-1].frames[0].file == "/x/controller.py"  # the quoted traceback, cut
 
 
+def test_a_commands_error_line_is_reported_only_when_it_ends_the_input():
+    session = "~ ❯ pip install click==8.3\nSuccessfully installed click-8.3.0\n~ ❯ python optional_value.py --name\nError: Option '--name' requires an argument.\n```\n"
+    assert [(e.exc_type, e.message) for e in parse.parse_text(session)] == [(None, "Option '--name' requires an argument.")]
+    assert parse.parse_text(session + "Any idea why?\n") == []  # then it was a line of the paste, not its end
+    traceback = 'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nValueError: bad\n\nError: bad\n'
+    assert [(e.exc_type, e.message) for e in parse.parse_text(traceback)] == [("ValueError", "bad")]
+
+
 def test_a_bare_class_after_frames_has_an_empty_message_that_another_process_cannot_continue():
     # Two Python 2 workers' tracebacks interleaved line by line (bench/realworld shapes-203).
     text = ('Traceback (most recent call last):\n  File "/usr/lib/python2.7/multiprocessing/managers.py", line 774, in _callmethod\n'

@@ -15,7 +15,10 @@ When no traceback and no exception line is found, the exceptions named otherwise
 in prose (:func:`~errordb.explainer.parse.classify.find_mention`: backticks, quotes, a repr, a
 debugger's report) or in an error report's fields (a JSON error body's class and message, a
 Django debug page's). Failing those, an input of at most 3 non-empty lines and no traceback is
-reported as one exception with ``exc_type`` None and those lines as the message.
+reported as one exception with ``exc_type`` None and those lines as the message. Before that
+fallback, an ``Error: message`` line that ends the input (what click and other command-line
+tools print, pasted with the command that failed) is reported as an exception with
+``exc_type`` None and that message; one in the middle of a log is not.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ class _Parser:
         self.mentions: list[tuple[str, str, int, str]] = []
         self.fields: dict[str, tuple[str, int]] = {}  # an error report's "class"/"message" -> (value, line)
         self.field_waits = False  # a message field's value is on the next line
+        self.cli_error: tuple[str, int, str] | None = None  # an "Error: message" line, while nothing follows it
 
     def skip(self, count: int) -> None:
         """Account for ``count`` noise lines read while quiet, without parsing them.
@@ -102,6 +106,8 @@ class _Parser:
                 mention = find_mention(stripped, unmarked=not hp)
                 if mention is not None and len(self.mentions) < _MAX_MENTIONS:
                     self.mentions.append((*mention, no, rank))
+            # A command's "Error: message" counts only as the last line of the input.
+            self.cli_error = (stripped[7:], no, rank) if stripped.startswith("Error: ") else None
             if self.field_waits:
                 self.field_waits = False
                 self._error_field("message", stripped, no, rank)
@@ -145,13 +151,17 @@ class _Parser:
 
     def _waiting(self) -> bool:
         """Whether a half-read mention waits for its message (an error report's class field, a
-        debugger's report): the next lines must be read even if they hold no trigger."""
+        debugger's report), or an ``Error:`` line for what follows it: the next lines must be read
+        even if they hold no trigger."""
         if self.sink.emitted:
             return False
         if self.fields and self.no - min(no for _, no in self.fields.values()) >= _FIELD_LINES:
             self.fields.clear()
         last = self.mentions[-1] if self.mentions else None
-        return self.field_waits or bool(self.fields) or (last is not None and not last[1] and last[2] == self.no)
+        return (
+            self.field_waits or bool(self.fields) or self.cli_error is not None
+            or (last is not None and not last[1] and last[2] == self.no)
+        )
 
     def _error_field(self, kind: str, value: str, no: int, rank: str) -> None:
         """An error's class or message in a field of an error report (classify.error_fields),
@@ -185,6 +195,9 @@ class _Parser:
         if self.sink.emitted == 0 and self.mentions:
             for exc_type, message, no, rank in self.mentions:
                 self.sink.out.append(ParsedException(exc_type=exc_type, message=message, ranks=[rank] if rank else [], line_no=no))
+        elif self.sink.emitted == 0 and self.cli_error is not None:
+            message, no, rank = self.cli_error
+            self.sink.out.append(ParsedException(exc_type=None, message=message, ranks=[rank] if rank else [], line_no=no))
         elif (
             self.sink.emitted == 0
             and 0 < self.nonempty <= _BARE_MAX_LINES
