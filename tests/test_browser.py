@@ -434,7 +434,8 @@ def test_reworded_messages_are_read_alike_by_python_and_the_browser(new_page, se
     page.goto(server)
     pairs = [("a b c d", "a b c d"), ("Free memory on device ({free}/{total} GiB)", "Free memory on device cuda:0 (3.1/79 GiB)"),
              ("", "x"), ("Run `huggingface-cli login` first.", "Run `hf auth login` first."), ("x " * 300, "x y " * 150),
-             ("DSPARK requires explicit layer_ids", "dspark NEEDS explicit layer ids"), ("é ü", "é")]  # fmt: skip
+             ("DSPARK requires explicit layer_ids", "dspark NEEDS explicit layer ids"), ("é ü", "é"),
+             ("cannot save {n} rows: the table is read-only", "cannot save 3 rows: table is read only"), ("{a} {b}", "x")]  # fmt: skip
     assert page.evaluate("ps => ps.map(p => errordbExplain.reworded(p[0], p[1]))", pairs) == [list(reworded(a, b)) for a, b in pairs]
     record = {"id": "1" * 16, "slug": "s", "repo": "o/p", "errorClass": "OSError", "messagePattern": "Run `hf auth login` first\\.",
               "errorMessage": "Run `hf auth login` first.", "filePath": "src/transformers/utils/hub.py", "function": "Hub.cached_files", "lineNumber": 543}  # fmt: skip
@@ -446,7 +447,7 @@ def test_reworded_messages_are_read_alike_by_python_and_the_browser(new_page, se
         python.score, [(e.kind, e.points, e.detail) for e in python.evidence])
 
 
-def test_bare_classes_and_generic_messages_under_another_class_are_judged_alike(new_page, server):
+def test_bare_classes_generic_messages_under_another_class_and_wrapped_lines_are_judged_alike(new_page, server):
     from errordb.explainer.match import score_candidate
 
     page, _ = new_page()
@@ -459,13 +460,15 @@ def test_bare_classes_and_generic_messages_under_another_class_are_judged_alike(
         ({**base, "errorClass": "NotImplementedError", "errorMessage": "", "messagePattern": ""}, "ValueError", ""),
         ({**base, "errorClass": "KeyError", "errorMessage": "'x'", "messagePattern": "'.+'"}, "ValueError", "'x'"),
         ({**base, "errorClass": "KeyError", "errorMessage": "'x'", "messagePattern": "'.+'"}, "KeyError", "'x'"),
+        ({**base, "errorClass": "FastAPIError", "errorMessage": "m", "messagePattern": r"If you are using a return type annotation that is not valid\."},
+         "FastAPIError", "If you are using a return type \nannotation that is not valid."),  # wrapped by a terminal
     ]  # fmt: skip
     js = page.evaluate("cs => cs.map(c => errordbExplain.rank([c[0]], {type: c[1], message: c[2], frames: c[3]}))",
                        [[record, exc_type, message, frames] for record, exc_type, message in cases])  # fmt: skip
     python = [score_candidate(record, exc_type, message, [SimpleNamespace(**f) for f in frames]) for record, exc_type, message in cases]
     assert [[(m["score"], [e["kind"] for e in m["evidence"]]) for m in found] for found in js] == [
         [(m.score, [e.kind for e in m.evidence])] if m else [] for m in python]
-    assert [bool(m) for m in python] == [True, False, False, False, True]
+    assert [bool(m) for m in python] == [True, False, False, False, True, True]
 
 
 def test_messages_cut_short_are_read_alike_by_python_and_the_browser(new_page, server):

@@ -409,9 +409,27 @@ def test_literal_weight_counts_the_letters_and_digits_a_match_must_contain(patte
     assert literal_weight(pattern) == weight
 
 
+def test_words_where_a_run_should_follow_are_a_reworded_message_not_a_cut_one():
+    from errordb.records.patterns import cut_match
+
+    pattern = r"cannot save .* rows: the table is read-only"
+    assert cut_match(pattern, "cannot save 3 rows: table is read only") is None  # reworded
+    assert cut_match(pattern, "cannot save 3 rows: the tab") == "cannot save  rows: the tab"  # cut in a run
+    assert cut_match(r"Unrecognized model in .*\. Should have", "Unrecognized model in allenai/Olmo-Hyb") == "Unrecognized model in "  # in a value
+
+
+def test_a_message_a_terminal_wrapped_matches_in_full_with_its_lines_joined():
+    record = _record(r"If you are using a return type annotation that is not a valid Pydantic field, see the docs\.", "FastAPIError")
+    wrapped = "If you are using a return type \nannotation that is not a valid Pydantic field, see the \ndocs."
+    match = score_candidate(record, "FastAPIError", wrapped, [])
+    assert match.evidence[0].kind == "message-full" and "lines joined" in match.evidence[0].detail
+
+
 def test_word_similarity():
     assert reworded("a b c d", "a b c d") == (1.0, "", "")
-    assert reworded("Free memory on device ({free}/{total} GiB)", "Free memory on device cuda:0 (3.1/79 GiB)") == (10 / 17, "free total", "cuda 0 3 1 79")
+    # A placeholder is any one word: the values in its place are no rewording.
+    assert reworded("cannot save {n} rows: the table is read-only", "cannot save 3 rows: table is read only") == (16 / 17, "the", "")
+    assert reworded("Free memory on device ({free}/{total} GiB)", "Free memory on device cuda:0 (3.1/79 GiB)") == (14 / 17, "", "3 1 79")
     assert reworded("", "x") == (0.0, "", "")
 
 

@@ -38,6 +38,9 @@ SPECIFIC_MAX = 100
 #: interpreter and every library print such messages, so its match needs another sign.
 SPECIFIC_LITERAL = 24
 
+#: White space across a line break: where a terminal or a page wrapped a long message.
+_WRAPPED = re.compile(r"[ \t]*\n[ \t\n]*")
+
 #: The record columns a match needs (and that renderers get along with it).
 CANDIDATE_COLUMNS = ("id", "slug", "repo", "errorClass", "errorMessage", "messagePattern", "filePath", "function", "lineNumber")
 
@@ -140,6 +143,8 @@ def score_candidate(record: dict[str, Any], exc_type: str | None, message: str, 
         evidence.append(Evidence("message-full", FULL_MATCH, "the pattern matches the whole message"))
     elif first_line != text and pattern.fullmatch(first_line) is not None:
         evidence.append(Evidence("message-full", FULL_MATCH, "the pattern matches the message's first line"))
+    elif (joined := _WRAPPED.sub(" ", text)) != text and pattern.fullmatch(joined) is not None:
+        evidence.append(Evidence("message-full", FULL_MATCH, "the pattern matches the whole message, its lines joined (a terminal wrapped them)"))
     elif pattern.search(text) is not None:
         evidence.append(Evidence("message-partial", PARTIAL_MATCH, "the pattern matches part of the message"))
     elif (held := cut_match(record["messagePattern"], text)) is not None:
@@ -252,29 +257,35 @@ def _best_frame(record: dict[str, Any], frames: list[Any]) -> list[Evidence] | N
 
 
 _WORD = re.compile(r"\w+", re.ASCII)
+#: A record message's words, its placeholders (``{n}``, the value a message holds) as one each.
+_TEMPLATE_WORD = re.compile(r"\{[^{}]*\}|\w+", re.ASCII)
+_ANY = "\0"  # a placeholder, which any one word of the other message is
 
 
 def reworded(old: str, new: str) -> tuple[float, str, str]:
-    """How alike two messages read, word for word, and the first thing that differs.
+    """How alike a record's message ``old`` and a pasted ``new`` read, word for word, and the
+    first thing that differs.
 
     Returns (similarity, the words of ``old`` replaced, the words of ``new`` in their place):
     the similarity is twice the longest common subsequence of their words (compared
-    lower-cased, at most :data:`NEAR_WORDS` of each) over the number of words of both.
+    lower-cased, at most :data:`NEAR_WORDS` of each; a placeholder of ``old`` is any one word)
+    over the number of words of both.
     """
-    a, b = _WORD.findall(old)[:NEAR_WORDS], _WORD.findall(new)[:NEAR_WORDS]
+    a, b = _TEMPLATE_WORD.findall(old)[:NEAR_WORDS], _WORD.findall(new)[:NEAR_WORDS]
     if not a or not b:
         return 0.0, "", ""
-    la, lb = [w.lower() for w in a], [w.lower() for w in b]
+    la, lb = [_ANY if w[0] == "{" else w.lower() for w in a], [w.lower() for w in b]
     # common[i][j]: the longest common subsequence of la[i:] and lb[j:]
     common = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
     for i in range(len(a) - 1, -1, -1):
         for j in range(len(b) - 1, -1, -1):
-            common[i][j] = common[i + 1][j + 1] + 1 if la[i] == lb[j] else max(common[i + 1][j], common[i][j + 1])
+            same = la[i] == lb[j] or la[i] == _ANY
+            common[i][j] = common[i + 1][j + 1] + 1 if same else max(common[i + 1][j], common[i][j + 1])
     removed: list[str] = []
     added: list[str] = []
     i = j = 0
     while i < len(a) or j < len(b):  # the first run of differences, from the start
-        if i < len(a) and j < len(b) and la[i] == lb[j]:
+        if i < len(a) and j < len(b) and (la[i] == lb[j] or la[i] == _ANY):
             if removed or added:
                 break
             i, j = i + 1, j + 1
@@ -301,7 +312,12 @@ def near_match(record: dict[str, Any], exc_type: str | None, message: str, frame
     similarity, old, new = reworded(record["errorMessage"], message)
     if similarity < NEAR_SIMILARITY:
         return None
-    change = f": the record's \u201c{old}\u201d reads \u201c{new}\u201d here" if old or new else ""
+    if old and new:
+        change = f": the record's \u201c{old}\u201d reads \u201c{new}\u201d here"
+    elif old or new:
+        change = f": the record's \u201c{old}\u201d is not here" if old else f": \u201c{new}\u201d is added here"
+    else:
+        change = ""
     evidence = [
         Evidence("message-near", NEAR_MATCH, f"reworded, {int(similarity * 100 + 0.5)}% of the words alike{change}"),
         Evidence("class-agrees", CLASS_AGREES, f"raised as {exc_type}, the record's class"),

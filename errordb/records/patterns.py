@@ -98,10 +98,10 @@ def cut_match(pattern: str, message: str) -> str | None:
 
     Only simple patterns are read (literal text and holes, :func:`simple_tokens`), and the
     simple head of one that ends in an optional group (``head(?:\\n...)?``, as the harvest writes
-    messages of several lines); a hole is
-    taken to match anything, so the message may end inside any hole, or inside the run after
-    it. Each run after a hole is placed at its first occurrence, which places as many runs as
-    any placement can.
+    messages of several lines). The message may end inside a run, or inside a hole when what it
+    holds there is one value (no white space: ``in allenai/Olmo-Hyb``); words in a hole where a
+    run should follow are a reworded message, not a cut one. Each run after a hole is placed at
+    its first occurrence, which places as many runs as any placement can.
     """
     tokens = simple_tokens(pattern)
     if tokens is None and (head := _head_before_optional_group(pattern)):
@@ -127,13 +127,26 @@ def cut_match(pattern: str, message: str) -> str | None:
         if found < 0:
             # The message ends inside this hole, or inside the run: credit the run's start it ends with.
             tail = next((run[:k] for k in range(min(len(run), len(message) - pos), 0, -1) if message.endswith(run[:k])), "")
+            if not tail and _holds_words(message[pos:]):
+                return None
             held.append(tail)
             break
         if index + 2 == len(tokens) and found + len(run) < len(message):
+            if _holds_words(message[pos:]):
+                return None
             break  # the last run is not at the end: the message ends inside the hole before it
         held.append(run)
         pos = found + len(run)
     return "".join(held) or None
+
+
+def _holds_words(text: str) -> bool:
+    """Whether the text a cut message ends with, inside a hole, is more than one value: ASCII
+    white space inside it (the explain box reads the same characters)."""
+    return any(c in _ASCII_SPACE for c in text.strip(_ASCII_SPACE))
+
+
+_ASCII_SPACE = " \t\n\r\f\v"
 
 
 def _head_before_optional_group(pattern: str) -> str | None:

@@ -340,6 +340,11 @@
     return tokens;
   }
 
+  /** Whether the text a cut message ends with, inside a hole, is more than one value (patterns.py, _holds_words). */
+  function holdsWords(text) {
+    return /[ \t\n\r\f\v]/.test(text.replace(/^[ \t\n\r\f\v]+|[ \t\n\r\f\v]+$/g, ""));
+  }
+
   /** "head" of a pattern "head(?:...)?" (the group at the top level, no "|" outside it). */
   function headBeforeOptionalGroup(pattern) {
     if (pattern.slice(-2) !== ")?") return null;
@@ -391,12 +396,18 @@
       var run = tokens[index + 1];
       var found = message.indexOf(run, pos);
       if (found < 0) {
+        var tail = "";
         for (var k = Math.min(run.length, message.length - pos); k > 0; k--) {
-          if (message.slice(message.length - k) === run.slice(0, k)) { held += run.slice(0, k); break; }
+          if (message.slice(message.length - k) === run.slice(0, k)) { tail = run.slice(0, k); break; }
         }
+        if (!tail && holdsWords(message.slice(pos))) return null;
+        held += tail;
         break;
       }
-      if (index + 2 === tokens.length && found + run.length < message.length) break;
+      if (index + 2 === tokens.length && found + run.length < message.length) {
+        if (holdsWords(message.slice(pos))) return null;
+        break;
+      }
       held += run;
       pos = found + run.length;
     }
@@ -418,12 +429,14 @@
     if (!m) return null;
     var text = exc.message.trim();
     var firstLine = text.split("\n")[0];
-    var evidence = [], held = null;
+    var evidence = [], held = null, joined;
     if (record.messagePattern === "" && text !== "") return null; // a class raised without a message
     if (m.full.test(text)) {
       evidence.push({ kind: "message-full", points: FULL_MATCH, detail: "the pattern matches the whole message" });
     } else if (firstLine !== text && m.full.test(firstLine)) {
       evidence.push({ kind: "message-full", points: FULL_MATCH, detail: "the pattern matches the message's first line" });
+    } else if ((joined = text.replace(/[ \t]*\n[ \t\n]*/g, " ")) !== text && m.full.test(joined)) {
+      evidence.push({ kind: "message-full", points: FULL_MATCH, detail: "the pattern matches the whole message, its lines joined (a terminal wrapped them)" });
     } else if (m.partial.test(text)) {
       evidence.push({ kind: "message-partial", points: PARTIAL_MATCH, detail: "the pattern matches part of the message" });
     } else if ((held = cutMatch(record.messagePattern, text)) !== null) {
@@ -484,20 +497,22 @@
    * the words of the second in their place] (errordb/explainer/match.py, reworded).
    */
   function reworded(oldText, newText) {
-    var a = (String(oldText).match(/\w+/g) || []).slice(0, NEAR_WORDS), b = (String(newText).match(/\w+/g) || []).slice(0, NEAR_WORDS);
+    // A placeholder of the record's message ({n}, a value) is any one word of the other.
+    var a = (String(oldText).match(/\{[^{}]*\}|\w+/g) || []).slice(0, NEAR_WORDS), b = (String(newText).match(/\w+/g) || []).slice(0, NEAR_WORDS);
     if (!a.length || !b.length) return [0, "", ""];
-    var la = a.map(function (w) { return w.toLowerCase(); }), lb = b.map(function (w) { return w.toLowerCase(); });
+    var ANY = "\u0000";
+    var la = a.map(function (w) { return w[0] === "{" ? ANY : w.toLowerCase(); }), lb = b.map(function (w) { return w.toLowerCase(); });
     var common = [];
     for (var i = 0; i <= a.length; i++) common.push(new Array(b.length + 1).fill(0));
     for (i = a.length - 1; i >= 0; i--) {
       for (var j = b.length - 1; j >= 0; j--) {
-        common[i][j] = la[i] === lb[j] ? common[i + 1][j + 1] + 1 : Math.max(common[i + 1][j], common[i][j + 1]);
+        common[i][j] = la[i] === lb[j] || la[i] === ANY ? common[i + 1][j + 1] + 1 : Math.max(common[i + 1][j], common[i][j + 1]);
       }
     }
     var removed = [], added = [];
     i = 0; j = 0;
     while (i < a.length || j < b.length) { // the first run of differences, from the start
-      if (i < a.length && j < b.length && la[i] === lb[j]) {
+      if (i < a.length && j < b.length && (la[i] === lb[j] || la[i] === ANY)) {
         if (removed.length || added.length) break;
         i++; j++;
       } else if (j === b.length || (i < a.length && common[i + 1][j] >= common[i][j + 1])) {
@@ -518,7 +533,10 @@
     if (exc.type !== record.errorClass && shortClass(exc.type) !== shortClass(record.errorClass)) return null;
     var found = reworded(record.errorMessage, exc.message);
     if (found[0] < NEAR_SIMILARITY) return null;
-    var change = found[1] || found[2] ? ": the record's \u201c" + found[1] + "\u201d reads \u201c" + found[2] + "\u201d here" : "";
+    var change = "";
+    if (found[1] && found[2]) change = ": the record's \u201c" + found[1] + "\u201d reads \u201c" + found[2] + "\u201d here";
+    else if (found[1]) change = ": the record's \u201c" + found[1] + "\u201d is not here";
+    else if (found[2]) change = ": \u201c" + found[2] + "\u201d is added here";
     var evidence = [
       { kind: "message-near", points: NEAR_MATCH, detail: "reworded, " + Math.floor(found[0] * 100 + 0.5) + "% of the words alike" + change },
       { kind: "class-agrees", points: CLASS_AGREES, detail: "raised as " + exc.type + ", the record's class" },
