@@ -3,7 +3,8 @@
  *
  * The same rules as `errordb explain` (docs/matching.md, errordb/match.py), run in the browser
  * on the exported patterns (api/patterns.json):
- *   message: full match +100 (whole message, or its first line), partial match +40 (the pattern
+ *   message: full match +100 (whole message, its first line, or its lines joined where a
+ *            terminal wrapped them), partial match +40 (the pattern
  *            inside the message, or a message cut short that starts one it matches), else no match;
  *            and round(5 * min(w, 100) / 100, 1) for the w letters and digits of literal text the
  *            pattern requires (that the cut message holds);
