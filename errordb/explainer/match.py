@@ -165,27 +165,27 @@ def score_candidate(record: dict[str, Any], exc_type: str | None, message: str, 
     best = _best_frame(record, frames)
     if best:
         evidence.extend(best)
-    elif not _says_enough(record, evidence, held):
+    elif not _says_enough(record, evidence, weight, cut=held is not None):
         return None
     return Match(record=record, score=round(sum(e.points for e in evidence), 1), evidence=evidence)
 
 
-def _says_enough(record: dict[str, Any], evidence: list[Evidence], held: str | None) -> bool:
+def _says_enough(record: dict[str, Any], evidence: list[Evidence], weight: int, *, cut: bool) -> bool:
     """Whether a match with no frame in the record's file stands on its message and class.
 
-    It does when the pattern is specific and the class does not contradict it (a message
-    matched in full under another class was raised elsewhere; one matched inside a longer
-    message is usually quoted by a wrapping exception, whose class is its own); a generic
-    pattern stands only with an agreeing class of the project's own. A cut message (``held``:
-    the literal text of the pattern it holds) stands only on that text, specific enough, and a
-    class that does not differ.
+    ``weight`` is the literal text the match rests on (the pattern's, or what a ``cut`` message
+    holds of it). It does when the pattern is specific and the class does not contradict it (a
+    message matched in full under another class was raised elsewhere; one matched inside a
+    longer message is usually quoted by a wrapping exception, whose class is its own); a generic
+    pattern stands only with an agreeing class of the project's own. A cut message stands only
+    on the text it holds, specific enough, and a class that does not differ.
     """
     kinds = {e.kind for e in evidence}
-    if held is not None:
-        return "class-differs" not in kinds and word_characters(held) >= SPECIFIC_LITERAL
+    if cut:
+        return "class-differs" not in kinds and weight >= SPECIFIC_LITERAL
     if "class-differs" in kinds and "message-full" in kinds:
         return False  # a partial match may be another exception quoting this one: its class differs
-    if literal_weight(record["messagePattern"]) >= SPECIFIC_LITERAL:
+    if weight >= SPECIFIC_LITERAL:
         return True
     return "class-agrees" in kinds and _own_class(record)
 

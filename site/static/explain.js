@@ -416,11 +416,11 @@
   }
 
   /** Whether a match with no frame in the record's file stands on its message and class. */
-  function saysEnough(record, evidence, held) {
+  function saysEnough(record, evidence, weight, cut) {
     var kinds = evidence.map(function (e) { return e.kind; });
-    if (held !== null) return kinds.indexOf("class-differs") < 0 && wordCharacters(held) >= SPECIFIC_LITERAL;
+    if (cut) return kinds.indexOf("class-differs") < 0 && weight >= SPECIFIC_LITERAL;
     if (kinds.indexOf("class-differs") >= 0 && kinds.indexOf("message-full") >= 0) return false;
-    if (literalWeight(record.messagePattern) >= SPECIFIC_LITERAL) return true;
+    if (weight >= SPECIFIC_LITERAL) return true;
     return kinds.indexOf("class-agrees") >= 0 && ownClass(record);
   }
 
@@ -458,7 +458,7 @@
       }
     }
     var frameEvidence = bestFrame(record, exc.frames);
-    if (frameEvidence.length === 0 && !saysEnough(record, evidence, held)) return null;
+    if (frameEvidence.length === 0 && !saysEnough(record, evidence, weight, held !== null)) return null;
     evidence = evidence.concat(frameEvidence);
     var total = evidence.reduce(function (sum, e) { return sum + e.points; }, 0);
     return { record: record, score: round1(total), evidence: evidence };
