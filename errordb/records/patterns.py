@@ -67,28 +67,20 @@ def simple_literal_runs(pattern: str) -> list[str] | None:
     return [_unescape(run) for run in _SIMPLE_RUN.findall(pattern) if run]
 
 
-_SIMPLE_TOKEN = re.compile("(" + "|".join(_SIMPLE_HOLES) + r")|\\([^A-Za-z0-9])|([^\\\[\](){}.*+?^$|])")
-
-
 @functools.lru_cache(maxsize=4096)
 def simple_tokens(pattern: str) -> tuple[str | None, ...] | None:
     """A simple pattern (:func:`is_simple`) as its literal runs and holes (``None``), which
-    alternate; ``None`` for any other pattern."""
+    alternate; ``None`` for any other pattern. The runs are :func:`simple_literal_runs`'s."""
     if not is_simple(pattern):
         return None
     tokens: list[str | None] = []
-    run: list[str] = []
-    for hole, escaped, plain in _SIMPLE_TOKEN.findall(pattern):
-        if hole:
-            if run:
-                tokens.append("".join(run))
-                run = []
-            if not tokens or tokens[-1] is not None:
-                tokens.append(None)  # holes side by side are one hole
-        else:
-            run.append(escaped or plain)
-    if run:
-        tokens.append("".join(run))
+    for m in _SIMPLE_RUN.finditer(pattern):  # a run, then the hole after it (or the end)
+        if m.group(1):
+            tokens.append(_unescape(m.group(1)))
+        if m.end() > m.end(1) and (not tokens or tokens[-1] is not None):
+            tokens.append(None)  # holes side by side are one hole
+        if m.end() == len(pattern):
+            break
     return tuple(tokens)
 
 
