@@ -1784,6 +1784,42 @@ def test_a_commands_error_line_is_reported_only_when_it_ends_the_input():
     assert [(e.exc_type, e.message) for e in parse.parse_text(traceback)] == [("ValueError", "bad")]
 
 
+def test_a_commands_error_message_goes_on_to_the_end_of_the_code_block_that_holds_it():
+    # sqlite-utils' ClickException (bench/realworld sqlite-utils-001): click prints the whole message
+    block = "```\n % sqlite-utils insert t.db text big.json\nError: table text has no column named colun\n\nTry using --alter to add additional columns\n```\n"
+    want = [(None, "table text has no column named colun\n\nTry using --alter to add additional columns")]
+    assert [(e.exc_type, e.message) for e in parse.parse_text(block)] == want
+    assert parse.parse_text(block + "Any idea?\n") == []  # text after the block: the line was not the end
+    unfenced = "$ ls\nt.db big.json\n" + block.replace("```\n", "")
+    assert parse.parse_text(unfenced) == []  # no block: only a last line counts
+    longer = block.replace("Try using", "a\nb\nc\nTry using")
+    assert parse.parse_text(longer) == []  # more than a few lines: a log, not one message
+
+
+def test_a_short_paste_may_start_with_a_class_retyped_in_lower_case():
+    text = "importError: libharpcuda.so.0: cannot open shared object file: No such file or directory\n"
+    found = parse.parse_text(text)
+    assert [(e.exc_type, e.message) for e in found] == [("importError", "libharpcuda.so.0: cannot open shared object file: No such file or directory")]
+    assert [e.exc_type for e in parse.parse_text("we saw importError: libx.so\n")] == [None]  # only where it starts the paste
+
+
+def test_a_double_spaced_copy_keeps_the_blank_lines_of_its_message():
+    # A log viewer's copy with a blank line after every line (bench/realworld shapes-029).
+    lines = ['  File "/usr/lib/python3.10/site-packages/pydantic/main.py", line 171, in __init__',
+             "    self.__pydantic_validator__.validate_python(data, self_instance=self)",
+             "pydantic_core._pydantic_core.ValidationError: 1 validation error for Settings",
+             "REMOVE_API_KEYS", "  Input should be a valid boolean [type=bool_parsing, input_value='', input_type=str]",
+             "ERROR:    Application startup failed. Exiting.", "getting this error with docker compose"]
+    found = parse.parse_text("\n\n".join(lines) + "\n")
+    assert [(e.exc_type, e.message) for e in found] == [(
+        "pydantic_core._pydantic_core.ValidationError",
+        "1 validation error for Settings\n\nREMOVE_API_KEYS\n\n  Input should be a valid boolean [type=bool_parsing, input_value='', input_type=str]",
+    )]
+    # single-spaced, the blank line ends the message as always
+    single = "\n".join(lines[:3]) + "\n\nREMOVE_API_KEYS\n"
+    assert [e.message for e in parse.parse_text(single)] == ["1 validation error for Settings"]
+
+
 def test_a_bare_class_after_frames_has_an_empty_message_that_another_process_cannot_continue():
     # Two Python 2 workers' tracebacks interleaved line by line (bench/realworld shapes-203).
     text = ('Traceback (most recent call last):\n  File "/usr/lib/python2.7/multiprocessing/managers.py", line 774, in _callmethod\n'

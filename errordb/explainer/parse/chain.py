@@ -20,7 +20,8 @@ Notes vs. multi-line messages
     multi-line message in full), whereas cutting a real multi-line message (pydantic, torch
     state_dict errors) would lose text it needs.
 End of a message
-    A message continues until a blank line, a structural line (chain separator, ``Traceback``
+    A message continues until a blank line (two, when a blank line followed every line of the
+    frames: a copy that doubled each line break), a structural line (chain separator, ``Traceback``
     header, ``File`` line, group framing, rich box, "Exception in thread ...:", "Exception
     ignored in: ...", logging's "Call stack:", pdb's ``> file(N)f()``, the closing triple
     quotes of a RemoteTraceback), a line whose kinds of log prefix differ from the exception
@@ -286,7 +287,9 @@ class ChainParser:
         b = self.b
         s = t.strip()
         if not s:
+            b.frame_blanks += 1
             return False  # not printed by CPython, but logs insert blank lines: tolerate them
+        b.frame_lines += 1
         col = len(t) - len(t.lstrip())
         if s.startswith("File "):
             m = FRAME_RE.match(s)
@@ -362,11 +365,17 @@ class ChainParser:
         b = self.b
         s = t.strip()
         if not s:
+            if b.double_spaced and not b.held_blank:
+                b.held_blank = True  # a line break, if text of the message follows
+                return False
             self.finish()  # a blank line ends the message
             return False
         if hp != b.has_prefix or self._ends_message(s):
             self.finish()
             return True
+        if b.held_blank:
+            b.held_blank = False
+            (b.add_note if b.in_notes else b.add_message_line)("")
         lead = len(t) - len(t.lstrip(" "))
         line = t[min(lead, b.msg_col):]  # keep the continuation's own indentation
         if b.in_notes:

@@ -15,14 +15,17 @@ When no traceback and no exception line is found, the exceptions named otherwise
 in prose (:func:`~errordb.explainer.parse.classify.find_mention`: backticks, quotes, a repr, a
 debugger's report) or in an error report's fields (a JSON error body's class and message, a
 Django debug page's). Failing those, an input of at most 3 non-empty lines and no traceback is
-reported as one exception with ``exc_type`` None and those lines as the message. Before that
-fallback, an ``Error: message`` line that ends the input (what click and other command-line
-tools print, pasted with the command that failed) is reported as an exception with
-``exc_type`` None and that message; one in the middle of a log is not.
+reported as one exception with ``exc_type`` None and those lines as the message (or with the
+class a person retyped in lower case, ``importError: ...``, that starts them). Before that
+fallback, an ``Error: message`` line that ends the input, or ends the code block that holds it
+with at most 3 more lines (what click and other command-line tools print, pasted with the
+command that failed), is reported as an exception with ``exc_type`` None and those lines as
+the message; one in the middle of a log is not.
 """
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from itertools import islice
@@ -40,7 +43,11 @@ from errordb.explainer.parse.source import LogSource
 _MAX_SOURCES = 1024  # log sources (ranks) tracked at once
 _IDLE_FLUSH_LINES = 2000  # a source silent for this many lines is finished
 _BARE_MAX_LINES = 3
+#: A class as a person retyped it, lower case first (``importError: libfoo.so.0: cannot open ...``):
+#: it starts a short paste only.
+_TYPED_CLASS = re.compile(r"([a-z]\w*(?:Error|Exception|Warning)):[ \t]+")
 _MAX_MENTIONS = 16
+_CLI_MORE_LINES = 3
 _FIELD_LINES = 12  # an error report's class and message fields are at most this many lines apart
 
 #: Set by the test-suite so that a parser bug fails loudly; in production a line that trips an
@@ -67,7 +74,8 @@ class _Parser:
         self.mentions: list[tuple[str, str, int, str]] = []
         self.fields: dict[str, tuple[str, int]] = {}  # an error report's "class"/"message" -> (value, line)
         self.field_waits = False  # a message field's value is on the next line
-        self.cli_error: tuple[str, int, str] | None = None  # an "Error: message" line, while nothing follows it
+        # An "Error: message" line and the few after it (None: where the fence around them closed).
+        self.cli_error: tuple[list[str | None], int, str] | None = None
 
     def skip(self, count: int) -> None:
         """Account for ``count`` noise lines read while quiet, without parsing them.
@@ -82,7 +90,10 @@ class _Parser:
 
     def feed(self, raw: str) -> None:
         self.no += 1
+        fenced = self.markdown.fence is not None
         line = self.markdown.unwrap(clean_line(raw))
+        if fenced and self.markdown.fence is None and self.cli_error is not None:
+            self.cli_error[0].append(None)  # the fence that held the output closed: its message ends
         if "\\n" in line and ESCAPED_HEADER in line:
             for inner in escaped_traceback(line):
                 self._feed_line(clean_line(inner), self.no)
@@ -97,6 +108,8 @@ class _Parser:
             self.nonempty += 1
             if self.nonempty <= _BARE_MAX_LINES:
                 self.bare.append((stripped, no, rank))
+        if self.cli_error is not None or stripped.startswith("Error: "):
+            self._cli_line(stripped, no, rank)
         if self.sink.emitted == 0 and stripped:
             last = self.mentions[-1] if self.mentions else None
             if last is not None and not last[1] and last[2] == no - 1:
@@ -106,8 +119,6 @@ class _Parser:
                 mention = find_mention(stripped, unmarked=not hp)
                 if mention is not None and len(self.mentions) < _MAX_MENTIONS:
                     self.mentions.append((*mention, no, rank))
-            # A command's "Error: message" counts only as the last line of the input.
-            self.cli_error = (stripped[7:], no, rank) if stripped.startswith("Error: ") else None
             if self.field_waits:
                 self.field_waits = False
                 self._error_field("message", stripped, no, rank)
@@ -148,6 +159,31 @@ class _Parser:
             self._finish_idle_sources()
         self.sink.release()
         self.quiet = not self.active and self.nonempty > _BARE_MAX_LINES and not self._waiting()
+
+    def _cli_line(self, stripped: str, no: int, rank: str) -> None:
+        """A command's "Error: message" counts only at the end of the input, or of the code block
+        that holds it, which then may hold a few more lines of the message (click prints it whole:
+        sqlite-utils' "...\n\nTry using --alter to add additional columns"); one followed by more
+        text is in the middle of a log, not at its end."""
+        if stripped.startswith("Error: "):
+            self.cli_error = ([stripped[7:]], no, rank)
+        elif self.cli_error is not None:
+            lines = self.cli_error[0]
+            if not stripped:
+                if None not in lines:
+                    lines.append("")
+            elif None in lines or sum(map(bool, lines)) > _CLI_MORE_LINES:
+                self.cli_error = None  # more text: the line was not the end of the command's output
+            else:
+                lines.append(stripped)
+
+    def _cli_message(self) -> str | None:
+        if self.cli_error is None:
+            return None
+        lines = self.cli_error[0]
+        if None not in lines and any(lines[1:]):
+            return None  # more lines, and no code block that ends with them
+        return "\n".join(line for line in lines if line is not None).strip()
 
     def _waiting(self) -> bool:
         """Whether a half-read mention waits for its message (an error report's class field, a
@@ -195,9 +231,9 @@ class _Parser:
         if self.sink.emitted == 0 and self.mentions:
             for exc_type, message, no, rank in self.mentions:
                 self.sink.out.append(ParsedException(exc_type=exc_type, message=message, ranks=[rank] if rank else [], line_no=no))
-        elif self.sink.emitted == 0 and self.cli_error is not None:
-            message, no, rank = self.cli_error
-            self.sink.out.append(ParsedException(exc_type=None, message=message, ranks=[rank] if rank else [], line_no=no))
+        elif self.sink.emitted == 0 and (cli_message := self._cli_message()) is not None:
+            _, no, rank = self.cli_error
+            self.sink.out.append(ParsedException(exc_type=None, message=cli_message, ranks=[rank] if rank else [], line_no=no))
         elif (
             self.sink.emitted == 0
             and 0 < self.nonempty <= _BARE_MAX_LINES
@@ -207,10 +243,12 @@ class _Parser:
             for _, _, rank in self.bare:
                 if rank and rank not in ranks:
                     ranks.append(rank)
+            message = "\n".join(text for text, _, _ in self.bare)
+            typed = _TYPED_CLASS.match(message)
             self.sink.out.append(
                 ParsedException(
-                    exc_type=None,
-                    message="\n".join(text for text, _, _ in self.bare),
+                    exc_type=typed.group(1) if typed else None,
+                    message=message[typed.end():] if typed else message,
                     ranks=ranks,
                     line_no=self.bare[0][1],
                 )

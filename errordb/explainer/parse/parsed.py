@@ -77,7 +77,7 @@ class Builder:
     __slots__ = (
         "start", "token", "role", "chain_index", "group_path", "has_prefix", "frames_hp",
         "exc_type", "msg_lines", "msg_chars", "notes", "in_notes", "msg_col",
-        "head", "tail", "nframes", "cur", "base", "frame_col",
+        "head", "tail", "nframes", "cur", "base", "frame_col", "frame_lines", "frame_blanks", "held_blank",
     )
 
     def __init__(self, start: int, role: str, chain_index: int, group_path: tuple, has_prefix: str):
@@ -100,6 +100,15 @@ class Builder:
         self.cur: list | None = None
         self.base: int | None = None  # column of the traceback header
         self.frame_col = 0  # column of the last File line
+        self.frame_lines = 0  # non-blank lines read among the frames, the exception line too
+        self.frame_blanks = 0  # blank lines among them
+        self.held_blank = False  # a blank line in a double-spaced message, kept until text follows
+
+    @property
+    def double_spaced(self) -> bool:
+        """Whether a blank line followed every line of the frames: a copy (from some terminals and
+        log viewers) that doubled each line break, where one blank line is a line break."""
+        return self.frame_lines >= 3 and self.frame_blanks >= self.frame_lines - 1
 
     def add_frame(self, file: str, line: int | None, function: str | None, source: str | None = None) -> None:
         entry = [file, line, (function or "").strip() or None, source]
