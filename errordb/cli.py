@@ -292,17 +292,22 @@ def schema() -> None:
 @click.option("--write-transcripts", "write", is_flag=True,
               help="Run every reviewed reproduction and write records/repros/transcripts/ "
                    "(nothing is written unless all behave as recorded).")
+@click.option("--unsafe", is_flag=True,
+              help="Where there is no sandbox, run a definition no maintainer reviewed anyway, under "
+                   "resource limits only (the output says so).")
 @db_option
 def repro(keys: tuple[str, ...], run_all: bool, output_format: str, color: bool | None, digest: bool, write: bool,
-          db_path: Path | None) -> None:  # fmt: skip
+          unsafe: bool, db_path: Path | None) -> None:  # fmt: skip
     """Run a record's reviewed reproduction and show what the code really does.
 
     KEY is a record id, slug or page URL. Each scenario runs the record's own snippet in a
-    sandboxed child process (`python -I`, a time limit, no user environment) and is judged
-    against the outcome pinned by a reviewer in records/repros/. The captured traceback is
-    then fed to the matcher to show which record it identifies. Only records with a reviewed
-    definition can be run: ingesting or rendering a record never executes anything.
-    Exit status: 0 when every scenario behaves as recorded, 1 otherwise.
+    sandbox (bubblewrap on Linux: no network, nothing of the file system but a read-only
+    interpreter and its own folder; and `python -I`, a time limit, no user environment) and is
+    judged against the outcome pinned in a definition in records/repros/. The captured
+    traceback is then fed to the matcher to show which record it identifies. Only records with
+    a definition can be run: ingesting or rendering a record never executes anything. Where
+    there is no sandbox, only definitions a maintainer reviewed run (--unsafe: any).
+    Exit status: 0 when every scenario behaves as recorded, 1 otherwise, 2 when it cannot run.
 
     For reviewers (records/repros/README.md): --digest prints the digests to pin in a
     definition's [reviewed] table; --write-transcripts regenerates the committed transcripts.
@@ -336,7 +341,7 @@ def repro(keys: tuple[str, ...], run_all: bool, output_format: str, color: bool 
             for path in commands.write_transcripts(db):
                 click.echo(str(path))
             return
-        reports = commands.run_reproductions(db, None if run_all else keys[0])
+        reports = commands.run_reproductions(db, None if run_all else keys[0], unsafe=unsafe)
     finally:
         db.close()
     if output_format == "json":

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tomllib
 from pathlib import Path
@@ -12,6 +13,7 @@ from click.testing import CliRunner
 from helpers import BAILING_VALUE_ERROR, KIMI_PP_ERROR, KIMI_VALUE_ERROR, RECORDS
 
 from errordb.cli import cli
+from errordb.repro.definitions import REVIEWED_DEFINITIONS
 
 DEFINITION = RECORDS / "repros" / "dspark_capture_guard.toml"
 TRANSCRIPT = RECORDS / "repros" / "transcripts" / "dspark_capture_guard.json"
@@ -69,9 +71,16 @@ def test_repro_write_transcripts_refuses_a_reproduction_that_differs_from_its_de
     text = DEFINITION.read_text(encoding="utf-8")
     pinned = f'"{KIMI_VALUE_ERROR}.validationCode" = "reject"'
     assert pinned in text
-    (tmp_path / DEFINITION.name).write_text(text.replace(pinned, pinned.replace("reject", "accept"), 1))
+    edited = tmp_path / DEFINITION.name
+    edited.write_text(text.replace(pinned, pinned.replace("reject", "accept"), 1))
     monkeypatch.setattr("errordb.repro.definitions.repros_dir", lambda: tmp_path)
     _transcripts_into(monkeypatch, tmp_path)
+    # An edited definition runs only once a maintainer has read it and updated its pin
+    result = CliRunner().invoke(cli, ["repro", "--write-transcripts"])
+    assert result.exit_code == 2
+    assert f"{DEFINITION.name}: changed since it was reviewed" in result.stderr
+    digest = "sha256:" + hashlib.sha256(edited.read_bytes()).hexdigest()
+    monkeypatch.setitem(REVIEWED_DEFINITIONS, "dspark_capture_guard", digest)
     result = CliRunner().invoke(cli, ["repro", "--write-transcripts"])
     assert result.exit_code == 1
     assert "dspark_capture_guard does not behave as recorded; no transcript written" in result.stderr

@@ -420,6 +420,7 @@ def _is_expression(code):
 
 
 def main():
+    os.environ.pop("PWD", None)  # set by the sandbox as it enters this folder: not the parent's environment
     job = json.loads(sys.stdin.buffer.read().decode("utf-8"))
     if job.get("protocol") != PROTOCOL:
         print(f"unsupported protocol {job.get('protocol')!r}", file=sys.stderr)

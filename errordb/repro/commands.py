@@ -26,9 +26,10 @@ class NotAsRecorded(ErrordbError):
     exit_code = 1
 
 
-def run_reproductions(db: Any, key: str | None) -> list[ReproReport]:
+def run_reproductions(db: Any, key: str | None, *, unsafe: bool = False) -> list[ReproReport]:
     """Run the reproduction covering the record ``key`` (an id, slug or page URL), or every
-    reviewed reproduction when ``key`` is None, on the records of the store ``db``.
+    reviewed reproduction when ``key`` is None, on the records of the store ``db`` (in the
+    sandbox; ``unsafe`` lets unreviewed code run without one: :func:`~errordb.repro.run.isolation_for`).
 
     Each captured traceback is given to the matcher (:func:`errordb.explainer.explanation.explain`
     on ``db``), and the records it identifies are part of the report.
@@ -38,7 +39,7 @@ def run_reproductions(db: Any, key: str | None) -> list[ReproReport]:
     else:
         chosen = [_reproduction_of(db, key)]
     matcher = _matcher(db)
-    return [_run(repro, _records(db, repro), matcher) for repro in chosen]
+    return [_run(repro, _records(db, repro), matcher, unsafe) for repro in chosen]
 
 
 def digest_lines(db: Any, keys: Iterable[str]) -> list[str]:
@@ -102,9 +103,10 @@ def _records(db: Any, repro: Reproduction) -> dict[str, dict[str, Any]]:
     return records
 
 
-def _run(repro: Reproduction, records: dict[str, dict[str, Any]], matcher: Matcher | None) -> ReproReport:
+def _run(repro: Reproduction, records: dict[str, dict[str, Any]], matcher: Matcher | None,
+         unsafe: bool = False) -> ReproReport:
     try:
-        return run_reproduction(repro, records, matcher=matcher)
+        return run_reproduction(repro, records, matcher=matcher, unsafe=unsafe)
     except ReproError as exc:
         raise ErrordbError(f"reproduction {repro.id}: {exc}") from None
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from errordb.errors import ErrordbError
+
 DEFAULT_TIMEOUT = 10.0
 
 #: Record fields that are executed (snippets), or that verdicts are judged by.
@@ -24,9 +26,16 @@ DIGEST_FIELDS = (
 
 _SCENARIO_KEYS = {"id", "title", "description", "pp", "config", "call", "example_fix"}
 
+#: The definitions a maintainer has read, by id: the SHA-256 of the file. A definition's prelude
+#: and calls are code; one no reviewer read runs only in the sandbox, and a reviewed id whose
+#: file changed does not run at all until its digest here is updated (after a review).
+REVIEWED_DEFINITIONS = {
+    "dspark_capture_guard": "sha256:18493fa5f8cfe876ed24a65ec783c0d4df7871efed4baba3b92a28b25c99a30d",
+}
 
-class ReproError(Exception):
-    """A reproduction cannot run; nothing has been executed."""
+
+class ReproError(ErrordbError):
+    """A reproduction cannot run; nothing has been executed (exit status 2)."""
 
 
 class DefinitionError(ReproError):
@@ -112,6 +121,12 @@ class Reproduction:
     stand_in_modules: dict[str, dict[str, str]]
     enabled_when: str
     timeout: float
+    digest: str  # "sha256:<hex>" of the definition file
+
+    @property
+    def definition_reviewed(self) -> bool:
+        """Whether a maintainer read this definition as it is (:data:`REVIEWED_DEFINITIONS`)."""
+        return REVIEWED_DEFINITIONS.get(self.id) == self.digest
 
     def subject_of(self, record_id: str) -> Subject:
         for subject in self.subjects:
@@ -126,11 +141,20 @@ class Reproduction:
 
 def load_reproductions(directory: Path | None = None) -> list[Reproduction]:
     """All reviewed reproductions in ``directory`` (default ``records/repros``),
-    sorted by id.  Only ``*.toml`` directly in that directory count."""
+    sorted by id.  Only ``*.toml`` directly in that directory count. Two definitions with one
+    id, or claiming one record, are an error: neither runs."""
     directory = repros_dir() if directory is None else Path(directory)
     if directory is None or not directory.is_dir():
         return []
-    return sorted((_parse_definition(p) for p in sorted(directory.glob("*.toml"))), key=lambda r: r.id)
+    found = sorted((_parse_definition(p) for p in sorted(directory.glob("*.toml"))), key=lambda r: r.id)
+    claimed: dict[str, Reproduction] = {}
+    for repro in found:
+        for key in [f"id {repro.id}", *(f"record {rid}" for rid in repro.reviewed)]:
+            other = claimed.setdefault(key, repro)
+            if other is not repro:
+                raise DefinitionError(f"{other.path.name} and {repro.path.name} both claim {key}: "
+                                      f"remove one (a record has one reproduction)")
+    return found
 
 
 def reproduction_for(record_id: str, directory: Path | None = None) -> Reproduction | None:
@@ -168,10 +192,17 @@ def _require(table: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
 def _parse_definition(path: Path) -> Reproduction:
     """Read one definition file; data only (``tomllib``), nothing is run."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raw = path.read_bytes()
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise DefinitionError(f"{path.name}: {exc}") from exc
     where = path.name
+    digest = "sha256:" + hashlib.sha256(raw).hexdigest()
+    pinned = REVIEWED_DEFINITIONS.get(data.get("id"))
+    if pinned is not None and pinned != digest:
+        raise DefinitionError(f"{where}: changed since it was reviewed ({digest}, reviewed {pinned}); it runs "
+                              f"again once a maintainer has read it and updated REVIEWED_DEFINITIONS "
+                              f"(errordb/repro/definitions.py)")
     reviewed = dict(_require(data, "reviewed", dict, where))
     subjects = [_parse_subject(raw, where) for raw in _require(data, "subjects", list, where)]
     covered = [rid for s in subjects for rid in s.records]
@@ -200,6 +231,7 @@ def _parse_definition(path: Path) -> Reproduction:
         stand_in_modules={k: dict(v) for k, v in data.get("stand_in_modules", {}).items()},
         enabled_when=data.get("enabled_when", ""),
         timeout=float(data.get("timeout_seconds", DEFAULT_TIMEOUT)),
+        digest=digest,
     )
 
 

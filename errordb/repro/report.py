@@ -147,6 +147,7 @@ class ReproReport:
     scenarios: list[ScenarioReport]
     snippet_checks: list[SnippetCheck]
     disagreements: list[Disagreement]
+    isolation: str = ""  # how the code ran (this machine's: not part of a transcript)
 
     @property
     def runs(self) -> list[ScenarioRun]:
@@ -161,6 +162,8 @@ class ReproReport:
     def to_dict(self) -> dict[str, Any]:
         data = {"kind": TRANSCRIPT_KIND, "version": TRANSCRIPT_VERSION}
         data.update(_to_dict(self))
+        if not self.isolation:
+            del data["isolation"]
         runs = self.runs
         data["ok"] = self.ok
         data["totals"] = {

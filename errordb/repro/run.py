@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from errordb.records.snippet import snippet_language, split_example_fix
-from errordb.repro.definitions import DefinitionError, Reproduction, Subject, check_reviewed
+from errordb.repro.definitions import DefinitionError, ReproError, Reproduction, Subject, check_reviewed
 from errordb.repro.extract import ExtractedFunction, extract_enclosing_function
 from errordb.repro.report import (
     GuardInfo, Matcher, ReproReport, ScenarioReport, disagreements, initial_state, judge_run, snippet_checks,
 )
-from errordb.repro.sandbox import run_in_child
+from errordb.repro.sandbox import run_in_child, sandbox_problem
 
 PROTOCOL = 1
 
@@ -23,8 +23,36 @@ PROTOCOL = 1
 Plan = dict[str, dict[str, tuple[str, str]]]
 
 
+#: How a run was isolated, as the report says it.
+SANDBOXED = "sandbox (bubblewrap: no network, a read-only interpreter and its own folder only)"
+REVIEWED_ONLY = "no sandbox ({problem}); a reviewed definition, run under resource limits only"
+UNSAFE = "NO SANDBOX (--unsafe: {problem}); unreviewed code run under resource limits only"
+
+
+class NoSandbox(ReproError):
+    """Unreviewed code, and no sandbox to run it in."""
+
+
+def isolation_for(repro: Reproduction, *, unsafe: bool = False) -> tuple[bool, str]:
+    """Whether ``repro`` runs in the sandbox, and the words that say how it runs.
+
+    Always in the sandbox where there is one; else a reviewed definition runs under the
+    resource limits, and any other only with ``unsafe`` (:class:`NoSandbox` otherwise).
+    """
+    problem = sandbox_problem()
+    if problem is None:
+        return True, SANDBOXED
+    if repro.definition_reviewed:
+        return False, REVIEWED_ONLY.format(problem=problem)
+    if unsafe:
+        return False, UNSAFE.format(problem=problem)
+    raise NoSandbox(f"{repro.definition_name()} is not a reviewed definition, and there is no sandbox to run "
+                    f"its code in: {problem}. Install bubblewrap, or run it anyway with --unsafe "
+                    f"(no isolation but resource limits)")
+
+
 def run_reproduction(repro: Reproduction, records: Mapping[str, Mapping[str, Any]], *,
-                     matcher: Matcher | None = None) -> ReproReport:
+                     matcher: Matcher | None = None, unsafe: bool = False) -> ReproReport:
     """Run every scenario of ``repro`` on every subject and judge the results.
 
     ``records`` maps record id -> record dict; it must hold every record the definition
@@ -32,16 +60,17 @@ def run_reproduction(repro: Reproduction, records: Mapping[str, Mapping[str, Any
     anything runs).  Each subject's scenarios run in one child process, within the definition's
     time limit (default 10 s).  ``matcher``, when given, receives each captured traceback text and
     returns the record id(s) it identifies, best first; that answer is shown, and does not change
-    verdicts.
+    verdicts. Where it runs: :func:`isolation_for`.
     """
     check_reviewed(repro, records)
+    sandboxed, isolation = isolation_for(repro, unsafe=unsafe)
     extracted = {rid: _guard_for(records[rid]) for subject in repro.subjects for rid in subject.records}
     guards = [_guard_info(subject, records, extracted) for subject in repro.subjects]
     plan = _plan(repro, records)
     jobs = {subject.id: _subject_job(repro, subject, records, extracted, plan[subject.id])
             for subject in repro.subjects}
     # Everything is planned (and every definition error raised) before the first child starts.
-    raw = {subject_id: _run_subject(job, repro.timeout) for subject_id, job in jobs.items()}
+    raw = {subject_id: _run_subject(job, repro.timeout, sandboxed) for subject_id, job in jobs.items()}
 
     scenario_reports = []
     for scenario in repro.scenarios:
@@ -68,6 +97,7 @@ def run_reproduction(repro: Reproduction, records: Mapping[str, Mapping[str, Any
         guards=guards, scenarios=scenario_reports,
         snippet_checks=snippet_checks(repro, records, scenario_reports),
         disagreements=disagreements(scenario_reports),
+        isolation=isolation,
     )
 
 
@@ -185,7 +215,7 @@ def _advice_jobs(subject: Subject, records: Mapping[str, Mapping[str, Any]]) -> 
     return advice
 
 
-def _run_subject(job: dict[str, Any], timeout: float) -> dict[str, dict[str, Any]]:
+def _run_subject(job: dict[str, Any], timeout: float, sandboxed: bool) -> dict[str, dict[str, Any]]:
     """Run all scenarios of one subject, restarting after a hang or a crash.
 
     The scenario that was running when the child died gets the hang/crash
@@ -195,7 +225,7 @@ def _run_subject(job: dict[str, Any], timeout: float) -> dict[str, dict[str, Any
     pending = list(job["scenarios"])
     results: dict[str, dict[str, Any]] = {}
     while pending:
-        lines, abnormal, detail = run_in_child({**job, "scenarios": pending}, timeout)
+        lines, abnormal, detail = run_in_child({**job, "scenarios": pending}, timeout, sandbox=sandboxed)
         for line in lines:
             results[line["key"]] = line
         done = len(lines)

@@ -27,7 +27,9 @@ def transcript_text(report: ReproReport) -> str:
     """The exact bytes of a transcript file (deterministic: no times, no
     machine paths, no PIDs; sorted keys would reorder the table, so the
     report's own order is kept)."""
-    return json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    data = report.to_dict()
+    data.pop("isolation", None)  # where it ran differs between machines; what it did does not
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
 def load_transcript(record_id: str) -> dict[str, Any] | None:
@@ -106,6 +108,8 @@ def render_text(report: ReproReport | Mapping[str, Any], color: bool = False) ->
 
     out = [paint(f"Reproduction {data['reproduction']}: {data['title']}", _BOLD),
            f"definition: {data['definition']}"]
+    if data.get("isolation"):
+        out.append(f"ran in: {data['isolation']}")
     if data.get("summary"):
         out += ["", data["summary"]]
     out += ["", paint("Guard code, as stored in the records (run as is, not rewritten):", _BOLD)]
