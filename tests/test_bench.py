@@ -135,3 +135,15 @@ def test_the_table_marks_what_was_not_measured(bench):
 def test_no_room_when_the_disk_cannot_hold_the_site(bench, tmp_path):
     assert bench.no_room(tmp_path, 10, 40_000, 4) is None
     assert "GB free" in bench.no_room(tmp_path, 10**12, 40_000, 4)
+
+
+def test_the_adversarial_benchmark_times_every_input_and_its_check_can_fail():
+    script = BENCH.with_name("adversarial.py")
+    done = subprocess.run([sys.executable, str(script), "--repeats", "1"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines()[1:-1] if line.strip()]
+    assert len(rows) == 19 and all(line.split()[-1].replace(".", "", 1).isdigit() for line in rows)
+    # A limit no input can meet (a ratio below 1 means the larger input was the faster): --check fails.
+    failed = subprocess.run([sys.executable, str(script), "--repeats", "1", "--check", "--limit", "0.01"],
+                            capture_output=True, text=True, timeout=600)
+    assert failed.returncode == 1 and "cost grows faster than the input" in failed.stderr

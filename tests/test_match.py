@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass
 
 import pytest
@@ -237,16 +236,16 @@ def test_same_file_compares_trailing_components():
     assert not same_file("/venv/lib/python3.11/site-packages/other/core.py", "src/click/core.py")
 
 
-def test_catastrophic_pattern_runs_in_linear_time():
+def test_a_catastrophic_pattern_runs_in_re2():
     record = {"id": "0" * 16, "slug": "x", "messagePattern": "(a+)+$", "errorClass": "ValueError",
               "filePath": "x.py", "function": None, "lineNumber": 1}  # fmt: skip
-    started = time.perf_counter()
-    # Python's own engine backtracks exponentially on this input; RE2 answers at once.
+    # Python's own engine backtracks exponentially on this input; RE2 answers in linear time
+    # (bench/adversarial.py shows it): the pattern must be an RE2 one.
+    assert type(cached_pattern(record["messagePattern"])).__module__.split(".")[0] == "re2"
     frames = [F("/srv/x.py", 1, "f")]  # the pattern says too little to match without one
     assert score_candidate(record, "ValueError", "a" * 100_000 + "!", frames) is None
     match = score_candidate(record, "ValueError", "!" + "a" * 100_000, frames)
     assert match is not None and match.evidence[0].kind == "message-partial"
-    assert time.perf_counter() - started < 5
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -877,9 +876,7 @@ def test_chain_of_one_thousand_exceptions():
     block = 'Traceback (most recent call last):\n  File "c.py", line {i}, in f{i}\n    raise E{i}()\nValueError: step {i}\n'
     sep = "\nDuring handling of the above exception, another exception occurred:\n\n"
     text = sep.join(block.format(i=i) for i in range(1000))
-    start = time.perf_counter()
-    excs = parse_text(text)
-    assert time.perf_counter() - start < 10
+    excs = parse_text(text)  # its cost, linear in the chain: bench/adversarial.py
     assert len(excs) == 1000
     assert excs[0].role == "root" and excs[0].chain_index == 0
     assert all(e.role == "context" and e.chain_index == i for i, e in enumerate(excs) if i)
@@ -974,9 +971,7 @@ def test_deeply_nested_group_framing_is_bounded():
         lines.append(f"{pad}+-+---------------- 1 ----------------")
         lines.append(f"{pad}  | ExceptionGroup: level {depth} (1 sub-exception)")
     text = "\n".join(lines)
-    start = time.perf_counter()
     excs = parse_text(text)
-    assert time.perf_counter() - start < 10
     check_invariants(excs, text)
     assert excs[0].message == "level 0 (1 sub-exception)"
     assert excs[1].group_path == (1,) and excs[2].group_path == (1, 1)
@@ -1502,23 +1497,18 @@ def test_ten_thousand_exceptions_in_one_log():
         for i in range(10_000)
     ]
     text = "".join(blocks)
-    start = time.perf_counter()
-    excs = parse_text(text)
-    assert time.perf_counter() - start < 20
+    excs = parse_text(text)  # its cost, linear in the log: bench/adversarial.py
     assert len(excs) == 10_000
     assert [e.message for e in excs[:3]] == ["job 0 failed", "job 1 failed", "job 2 failed"]
     assert excs[-1].frames[0].line == 9999 and excs[-1].line_no == 4 * 9999 + 1
 
 
-def test_huge_line_is_capped_and_fast():
-    start = time.perf_counter()
+def test_huge_line_is_capped():
+    # what it costs (the same at 2.5 and 10 MB): bench/adversarial.py
     e = one(parse_text("ValueError: " + "x" * 10_000_000 + "\nnext"))
-    assert time.perf_counter() - start < 2
     assert e.exc_type == "ValueError"
     assert len(e.message) <= parse.MAX_LINE_CHARS + len("\nnext")
-    start = time.perf_counter()
     excs = parse_text(PLAIN_312 + "\n" + "junk " * 2_000_000 + "\n" + PLAIN_312)
-    assert time.perf_counter() - start < 2
     assert len(excs) == 1
 
 
@@ -1543,11 +1533,11 @@ def test_huge_line_is_capped_and_fast():
     ],
     ids=lambda s: repr(s[:12]),
 )
-def test_adversarial_lines_are_linear(line):
+def test_adversarial_lines_are_read(line):
+    # Lines built to make the parser's regexes backtrack; that their cost is linear in their
+    # length is shown by bench/adversarial.py (a ratio within one run, not a timed test).
     text = "\n".join([line, PLAIN_312, line, line])
-    start = time.perf_counter()
     excs = parse_text(text)
-    assert time.perf_counter() - start < 2
     check_invariants(excs, text)
 
 

@@ -2,10 +2,12 @@
 damaged databases.
 
 Each kill test runs the real command as a process on a dataset made by bench/generate.py,
-kills it (SIGKILL, the whole process group) after a random delay drawn with a fixed seed over
-the command's own measured run time, and then checks what is left: a database that passes
+kills it (SIGKILL, the whole process group) just before one of its writes, drawn with a fixed
+seed among the writes a complete run makes (killpoint.py: files opened for writing, renames,
+removals, SQL statements), and then checks what is left: a database that passes
 ``PRAGMA integrity_check`` and holds exactly the old or the new data (record count and
 ``meta.contentHash``), or a site / API folder that is byte for byte the old one or the new one.
+No delay is involved: each run is killed while it runs, however busy the machine.
 ``ERRORDB_KILLS`` sets the number of kills per command (default 30).
 """
 
@@ -59,23 +61,36 @@ def copy_db(source: Path, target: Path) -> None:
     shutil.copy(source, target)
 
 
-def timed(*args: str) -> float:
-    started = time.perf_counter()
-    done = run_process(*args)
+KILLPOINT = Path(__file__).with_name("killpoint.py")
+
+
+def _killpoint(args: list, kill_at: int, writes_file: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "ERRORDB_KILL_AT": str(kill_at)}
+    if writes_file is not None:
+        env["ERRORDB_WRITES_FILE"] = str(writes_file)
+    # Its own process group, which the kill takes whole: workers of a pooled build too.
+    return subprocess.run([sys.executable, str(KILLPOINT), *map(str, args)], capture_output=True, text=True,
+                          env=env, start_new_session=True, timeout=600)
+
+
+def count_writes(args: list, folder: Path) -> int:
+    """How many writes a complete run of errordb ``args`` makes (it must succeed)."""
+    writes_file = folder / "writes.txt"
+    done = _killpoint(args, 0, writes_file)
     assert done.returncode == 0, done.stderr
-    return time.perf_counter() - started
+    return int(writes_file.read_text())
 
 
-def kill_after(args: list[str], delay: float) -> bool:
-    """Run errordb ``args``, SIGKILL it after ``delay`` s; True when it was still running."""
-    process = popen(*args, start_new_session=True)
-    try:
-        process.wait(timeout=delay)
-        return False
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)  # its own group: workers of a pooled build too
-        process.wait()
-        return True
+def kill_at_write(args: list, number: int) -> None:
+    """Run errordb ``args`` and SIGKILL it just before its ``number``-th write."""
+    done = _killpoint(args, number)
+    assert done.returncode == -signal.SIGKILL, (number, done.returncode, done.stderr)
+
+
+def kill_points(rng: random.Random, writes: int, kills: int) -> list[int]:
+    """Where the kills fall: the first and the last write, and others drawn with ``rng``."""
+    inner = range(2, writes)
+    return sorted({1, writes, *rng.sample(inner, min(max(kills - 2, 0), len(inner)))})
 
 
 def leftovers(folder: Path, name: str) -> list[str]:
@@ -105,15 +120,14 @@ def data(tmp_path_factory):
 
 
 def _kill_ingest_loop(data, work: Path, prepare, kills: int, rng: random.Random) -> Counter:
-    seconds = None
-    outcomes: Counter = Counter()
+    args = ["ingest", data["files"]["new"], "--db", work, "-q"]
     copy_db(data["dbs"]["old"], work)
     prepare(work)
-    seconds = timed("ingest", data["files"]["new"], "--db", work, "-q")
-    for _ in range(kills):
+    outcomes: Counter = Counter(writes=count_writes(args, work.parent))
+    for point in kill_points(rng, outcomes["writes"], kills):
         copy_db(data["dbs"]["old"], work)
         prepare(work)
-        killed = kill_after(["ingest", data["files"]["new"], "--db", work, "-q"], rng.uniform(0, 1.1 * seconds))
+        kill_at_write(args, point)
         interrupted = any(work.with_name(work.name + s).exists() for s in COMPANIONS)
         # A reader first, before anything that writes could recover the file: explain's connection.
         conn = open_connection(work)
@@ -124,32 +138,34 @@ def _kill_ingest_loop(data, work: Path, prepare, kills: int, rng: random.Random)
         check, count, content = db_state(work)
         assert check == "ok", check
         state = next((name for name, s in data["states"].items() if s == (count, content)), None)
-        assert state is not None, (count, content)
+        assert state is not None, (point, count, content)
         assert seen == (count, content)
         outcomes[state] += 1
-        outcomes["killed" if killed else "finished"] += 1
+        outcomes["killed"] += 1
         outcomes["journal or WAL left (killed mid-write)"] += interrupted
     # After all that, a complete ingest reaches the new data.
-    assert run_process("ingest", data["files"]["new"], "--db", work, "-q").returncode == 0
+    assert run_process(*args).returncode == 0
     assert db_state(work)[1:] == data["states"]["new"]
-    outcomes["seconds"] = seconds
     return outcomes
 
 
 def _describe(outcomes: Counter, old: str = "old", new: str = "new") -> str:
-    return (f"{outcomes['killed']} killed while running, {outcomes['finished']} had finished; "
+    return (f"all {outcomes['killed']} killed while running; "
             f"{outcomes[old]} left the old state, {outcomes[new]} the new one, none anything else")  # fmt: skip
+
+
+def _where(outcomes: Counter) -> str:
+    return (f"SIGKILL just before one of the {outcomes['writes']} writes of a complete run (files opened for "
+            f"writing, renames, removals, SQL statements; the first, the last, and others drawn with a fixed seed)")
 
 
 def test_kill_9_during_ingest_leaves_the_old_or_the_new_database(data, tmp_path, figures):
     outcomes = _kill_ingest_loop(data, tmp_path / "work.db", lambda path: None, KILLS, random.Random(SEED))
-    assert outcomes["killed"] >= KILLS // 2, outcomes  # the delays really cut runs short
     figures.add(
         "kill -9 during ingest (WAL database)",
-        f"ingest of 700 records (300 updated, 200 added; a full run takes {outcomes['seconds']:.2f} s) into a 500-record "
-        "database, SIGKILL after a random delay in [0, 1.1 x run time], seed "
-        f"{SEED}; then a read-only read, PRAGMA integrity_check, meta compared",
-        KILLS,
+        f"ingest of 700 records (300 updated, 200 added) into a 500-record database, {_where(outcomes)}; "
+        "then a read-only read, PRAGMA integrity_check, meta compared",
+        outcomes["killed"],
         _describe(outcomes) + f"; integrity_check ok every time; {outcomes['journal or WAL left (killed mid-write)']} "
         "kills left a -wal file that the next reader used correctly",
     )
@@ -168,7 +184,7 @@ def test_kill_9_during_ingest_into_a_rollback_journal_database(data, tmp_path, f
     figures.add(
         "kill -9 during ingest (rollback-journal database)",
         "as above, into a database in the rollback journal (as errordb made them before WAL)",
-        kills,
+        outcomes["killed"],
         _describe(outcomes) + f"; {outcomes['journal or WAL left (killed mid-write)']} kills left a hot journal, "
         "rolled back by the next reader (explain), which then read the old data",
     )
@@ -179,19 +195,18 @@ def _kill_folder_loop(args_for, out: Path, states: dict[str, str], rng: random.R
     """Kill a command writing ``out``, each time starting from the old folder."""
     pristine = out.with_name(out.name + "-pristine-old")
     shutil.copytree(out, pristine, copy_function=shutil.copy)
-    seconds = timed(*args_for(0))
-    outcomes: Counter = Counter(seconds=seconds)
-    for number in range(kills):
+    outcomes: Counter = Counter(writes=count_writes(args_for(0), out.parent))
+    for point in kill_points(rng, outcomes["writes"], kills):
         shutil.rmtree(out)
         shutil.copytree(pristine, out, copy_function=shutil.copy)
         restore()
-        killed = kill_after(args_for(number), rng.uniform(0, 1.1 * seconds))
+        kill_at_write(args_for(point), point)
         check(outcomes)
         digest = tree_digest(out)
         state = next((name for name, value in states.items() if value == digest), None)
-        assert state is not None, f"{out} is neither the old nor the new folder after kill {number}"
+        assert state is not None, f"{out} is neither the old nor the new folder after a kill at write {point}"
         outcomes[state] += 1
-        outcomes["killed" if killed else "finished"] += 1
+        outcomes["killed"] += 1
         outcomes["staging folders left"] += len(leftovers(out.parent, out.name))
     # The next complete run removes what the killed ones left beside the target.
     assert run_process(*args_for(0)).returncode == 0 and tree_digest(out) == states["new"]
@@ -211,12 +226,10 @@ def test_kill_9_during_build_leaves_the_old_or_the_new_site(data, tmp_path, figu
         return ["build", "--db", data["dbs"]["small-new"], "--out", site, "-q"]
 
     outcomes = _kill_folder_loop(args, site, states, random.Random(SEED + 2), KILLS)
-    assert outcomes["killed"] >= KILLS // 2, outcomes
     figures.add(
         "kill -9 during build",
-        f"`errordb build` of 15 records over the site of 12 (a run takes {outcomes['seconds']:.2f} s), "
-        "SIGKILL after a random delay in [0, 1.1 x run time]; the folder's files hashed",
-        KILLS,
+        f"`errordb build` of 15 records over the site of 12, {_where(outcomes)}; the folder's files hashed",
+        outcomes["killed"],
         _describe(outcomes) + f"; {outcomes['staging folders left']} .site.new-* folders were left beside it by kills, "
         "all removed by the next run",
     )
@@ -240,13 +253,12 @@ def test_kill_9_during_export_leaves_the_old_or_the_new_api_and_release(data, tm
 
     args = lambda number: ["export", "--db", data["dbs"]["new"], "--out", api, "--sqlite", release, "-q"]  # noqa: E731
     outcomes = _kill_folder_loop(args, api, states, random.Random(SEED + 3), KILLS, restore, check)
-    assert outcomes["killed"] >= KILLS // 2, outcomes
     assert sorted(p.name for p in release.parent.iterdir()) == ["errordb.db", "errordb.metadata.json"]  # partials removed
     figures.add(
         "kill -9 during export",
-        f"`errordb export --sqlite` of 700 records over the export of 500 (a run takes {outcomes['seconds']:.2f} s), "
-        "SIGKILL after a random delay in [0, 1.1 x run time]; the API folder hashed, the release file compared",
-        KILLS,
+        f"`errordb export --sqlite` of 700 records over the export of 500, {_where(outcomes)}; the API folder "
+        "hashed, the release file compared",
+        outcomes["killed"],
         _describe(outcomes) + f"; {outcomes['staging folders left']} .api.new-* folders left by kills, removed by the "
         f"next run; release file old {outcomes['release old']} times, new {outcomes['release new']} times, never "
         f"anything else ({outcomes['partial release files left']} .partial files left by kills, removed by the next run)",
@@ -282,41 +294,47 @@ def test_two_ingests_at_once_both_succeed(data, tmp_path, figures):
 
 
 def test_explain_during_an_ingest_reads_the_old_data_without_waiting(data, tmp_path, figures):
+    """An ingest stopped in the middle of its write transaction (killpoint.py's SIGSTOP, just
+    before its N-th write), and explain run meanwhile: a WAL reader neither waits for the writer's
+    lock (it would fail with "locked" after the busy timeout) nor sees uncommitted rows."""
     from errordb.explainer.explanation import explain
 
     work = tmp_path / "work.db"
     copy_db(data["dbs"]["old"], work)
-    # The old records revised, and 5,500 more: the sample's message is the same before and after.
-    # (Enough that the ingest outlasts several explains however fast ingest gets: with 2,500, a
-    # faster ingest left time for two.)
-    big = write_jsonl(tmp_path / "big.jsonl", changed(data["old"]) + list(generate(6000))[500:])
+    big = write_jsonl(tmp_path / "big.jsonl", changed(data["old"]) + list(generate(1500))[500:])
+    args = ["ingest", big, "--db", work, "-q"]
+    writes = count_writes(args, tmp_path)
     sample = data["sample"]
     question = f"{sample['errorClass']}: {sample['errorMessage'].replace('{value}', '42')}"
-    process = popen("ingest", big, "--db", work, "-q")
-    latencies, during = [], 0
-    time.sleep(0.5)  # past start-up: the ingest is writing
-    while process.poll() is None:
-        started = time.perf_counter()
-        conn = open_connection(work)
+    stops = kill_points(random.Random(SEED + 4), writes, 5)
+    for point in stops:
+        copy_db(data["dbs"]["old"], work)
+        process = subprocess.Popen([sys.executable, str(KILLPOINT), *map(str, args)], stderr=subprocess.PIPE,
+                                   env={**os.environ, "ERRORDB_STOP_AT": str(point)})
         try:
-            result = explain(question, conn)
+            _, status = os.waitpid(process.pid, os.WUNTRACED)  # the writer stopped: an observable event
+            assert os.WIFSTOPPED(status), status
+            for _ in range(3):
+                conn = open_connection(work)
+                try:
+                    result = explain(question, conn)
+                    seen = meta(conn).get("recordCount"), meta(conn).get("contentHash")
+                finally:
+                    conn.close()
+                assert result.matches and result.matches[0][0].id == sample["id"]
+                assert seen == data["states"]["old"]
         finally:
-            conn.close()
-        latencies.append(time.perf_counter() - started)
-        if process.poll() is None:
-            during += 1
-            assert result.matches and result.matches[0][0].id == sample["id"]
-        time.sleep(0.02)
-    assert process.wait() == 0, process.stderr.read()
-    assert during >= 3, (during, latencies)
-    assert max(latencies) < 5, latencies  # never waited for the ingest's commit
+            process.send_signal(signal.SIGCONT)
+        assert process.wait(timeout=600) == 0, process.stderr.read()
+        assert db_state(work)[1:] != data["states"]["old"]  # it went on, and finished
     figures.add(
         "explain during an ingest",
-        "explain (library call, a fresh read-only connection each time) in a loop while one process ingests 6,000 records "
-        "into the same WAL database",
-        during,
-        f"every explain answered from the data committed so far while the ingest ran; slowest {max(latencies):.2f} s, "
-        f"median {sorted(latencies)[len(latencies) // 2]:.3f} s",
+        f"an ingest of 1,500 records into the 500-record WAL database, stopped (SIGSTOP) just before one of its "
+        f"{writes} writes (the first, the last, and 3 drawn with a fixed seed), and explain run 3 times (library "
+        "call, a fresh read-only connection each) while it was stopped",
+        len(stops) * 3,
+        "every explain answered at once from the old data (a reader never waits for the writer's lock), and the "
+        "ingest then finished",
     )
 
 
