@@ -12,6 +12,7 @@ import os
 import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -181,3 +182,51 @@ def test_serve_is_a_function_too(tmp_path):
         stop.set()
         thread.join(timeout=TIMEOUT)
     assert not thread.is_alive() and lines[-1] == "stopped; temporary files removed"
+
+
+def _raw(url: str, request_line: bytes) -> bytes:
+    """The status line a request line gets (over a raw socket: urllib would tidy the target)."""
+    host, port = url.split("//", 1)[1].rstrip("/").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=TIMEOUT) as connection:
+        connection.sendall(request_line + b"\r\nHost: x\r\nConnection: close\r\n\r\n")
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    return answer.split(b"\r\n", 1)[0]
+
+
+@pytest.mark.parametrize("target", [
+    b"/a%00b", b"/errors/%00/", b"/%zz", b"/a%2", b"/%ff%fe", b"/\xff\xfe", b"*", b"errors/",
+    b"/errors/../../etc/passwd", b"/errors%2F..%2F..%2F", b"/\\..\\x", b"ftp://host/errors/",
+])
+def test_serve_answers_a_malformed_path_with_400_and_goes_on(tmp_path, start, target):
+    server = start()
+    assert _raw(server.url, b"GET " + target + b" HTTP/1.1") == b"HTTP/1.0 400 Bad Request"
+    assert _raw(server.url, b"GET /" + PAGE.encode() + b" HTTP/1.1") == b"HTTP/1.0 200 OK"
+    assert _raw(server.url, b"GET /no/such/page/?q=%00 HTTP/1.1") == b"HTTP/1.0 404 Not Found"
+    assert server.stop() == 0
+    server.wait_for(r"^stopped; temporary files removed$")
+    assert not any("Traceback" in line or "Exception" in line for line in server.log)
+
+
+def test_serve_answers_500_connections_at_once(tmp_path, start):
+    """500 clients connect at the same moment (a barrier) and each asks for a page: every one is
+    answered, none refused or reset. (How long the slowest waited is bench/serve_load.py's.)"""
+    server = start()
+    clients = 500
+    barrier = threading.Barrier(clients)
+    answers: list[bytes] = []
+
+    def client() -> None:
+        barrier.wait()
+        try:
+            answers.append(_raw(server.url, b"GET /" + PAGE.encode() + b" HTTP/1.1"))
+        except OSError as exc:
+            answers.append(repr(exc).encode())
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert answers == [b"HTTP/1.0 200 OK"] * clients, sorted(set(answers))

@@ -23,6 +23,7 @@ from __future__ import annotations
 import errno
 import http.server
 import os
+import re
 import shutil
 import signal
 import socket
@@ -41,6 +42,8 @@ from errordb.errors import ErrordbError
 SETTLE_SECONDS = 0.3
 #: ... but never longer than this (a file rewritten continuously must not block it).
 SETTLE_LIMIT = 5.0
+#: Pages kept made at once (a crawler asking for every page of a big site must not fill memory).
+_MAX_PAGES = 2_000
 
 
 class ServeError(ErrordbError):
@@ -92,6 +95,45 @@ class Preview:
         self.records, self.templates = records, templates_dir()
         self.workdir = Path(tempfile.mkdtemp(prefix="errordb-serve-"))
         self.db_path = db_path or self.workdir / "errordb.db"
+        # Pages made from the store as it is now (its files' sizes and times say when it changed)
+        # and the templates as they are: a page is read far more often than it changes, and
+        # making one takes milliseconds, which many requests at once must not each spend again.
+        self._pages: dict[str, tuple[bytes, str]] = {}
+        self._made_from: Fingerprint = {}
+        self._lock = threading.Lock()
+
+    def page(self, relative: str) -> tuple[int, tuple[bytes, str]]:
+        """The status and the file (bytes, media type) at ``relative``; the site's 404 page for
+        a path it does not have."""
+        with self._lock:
+            store = fingerprint([self.db_path, Path(f"{self.db_path}-wal")])
+            if store != self._made_from:
+                self._pages.clear()
+                self._made_from = store
+            found = self._made(relative)
+            if found is not None:
+                return 200, found
+            return 404, self._made("404.html") or (b"not found\n", "text/plain; charset=utf-8")
+
+    def _made(self, relative: str) -> tuple[bytes, str] | None:
+        found = self._pages.get(relative)
+        if found is None:
+            found = self._make(relative)
+            if found is not None:
+                if len(self._pages) >= _MAX_PAGES:
+                    self._pages.clear()
+                self._pages[relative] = found
+        return found
+
+    def _make(self, relative: str) -> tuple[bytes, str] | None:
+        from errordb.publish.site import Site
+        from errordb.store import open_connection
+
+        conn = open_connection(self.db_path)
+        try:
+            return Site(conn, "/", self.templates).file(relative)
+        finally:
+            conn.close()
 
     @property
     def watched(self) -> list[Path]:
@@ -110,9 +152,13 @@ class Preview:
         """Ingest the records again (nothing to do for a database); returns a one-line summary."""
         from errordb.store import ingest
 
-        if self.records is None:
-            return "the database changed"
-        return f"records: {ingest([self.records], self.db_path, prune=True).summary()}"
+        try:
+            if self.records is None:
+                return "the database changed"
+            return f"records: {ingest([self.records], self.db_path, prune=True).summary()}"
+        finally:
+            with self._lock:
+                self._pages.clear()
 
     def close(self) -> None:
         shutil.rmtree(self.workdir, ignore_errors=True)
@@ -131,31 +177,17 @@ class PreviewHandler(http.server.BaseHTTPRequestHandler):
         self._answer(body=False)
 
     def _answer(self, body: bool) -> None:
-        relative = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path).lstrip("/")
-        if not _plain(relative):
+        relative = site_path(self.path)
+        if relative is None:
             self._send(400, b"bad request: not a path of this site\n", "text/plain; charset=utf-8", body)
             return
         try:
-            status, (data, media_type) = self._find(relative)
+            status, (data, media_type) = self.preview.page(relative)
         except Exception as exc:  # a template typo, a damaged store: one line, and keep serving
             message = f"errordb serve: cannot make {relative or '/'}: {type(exc).__name__}: {exc}"
             self.log_error("%s", message)
             status, data, media_type = 500, (message + "\n").encode("utf-8", "replace"), "text/plain; charset=utf-8"
         self._send(status, data, media_type, body)
-
-    def _find(self, relative: str) -> tuple[int, tuple[bytes, str]]:
-        from errordb.publish.site import Site
-        from errordb.store import open_connection
-
-        conn = open_connection(self.preview.db_path)
-        try:
-            site = Site(conn, "/", self.preview.templates)
-            found = site.file(relative)
-            if found is not None:
-                return 200, found
-            return 404, site.file("404.html") or (b"not found\n", "text/plain; charset=utf-8")
-        finally:
-            conn.close()
 
     def _send(self, status: int, data: bytes, media_type: str, body: bool) -> None:
         self.send_response(status)
@@ -169,6 +201,27 @@ class PreviewHandler(http.server.BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         if self.verbose:
             super().log_message(format, *args)
+
+
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+
+
+def site_path(target: str) -> str | None:
+    """The site file a request target asks for (``errors/x/``), or None when the target is
+    malformed: not printable ASCII, not a path (``*``) or an http URL, a ``%`` escape that is not
+    one or does not decode as UTF-8, or a path no site file has (see :func:`_plain`)."""
+    if not target.isascii() or not target.isprintable() or " " in target:
+        return None
+    parts = urllib.parse.urlsplit(target)
+    if not parts.path.startswith("/") or ((parts.scheme or parts.netloc) and parts.scheme not in ("http", "https")):
+        return None
+    if _BAD_ESCAPE.search(parts.path):
+        return None
+    try:
+        relative = urllib.parse.unquote(parts.path, errors="strict").lstrip("/")
+    except UnicodeDecodeError:
+        return None
+    return relative if _plain(relative) else None
 
 
 def _plain(relative: str) -> bool:
@@ -240,7 +293,10 @@ def _listen(host: str, port: int, verbose: bool, preview: Preview) -> http.serve
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
     except socket.gaierror as exc:
         raise ServeError(f"cannot listen on {host}: {exc.strerror}") from None
-    server_class = type("PreviewServer", (http.server.ThreadingHTTPServer,), {"address_family": family, "daemon_threads": True})
+    # A queue of waiting connections as long as the system allows, not socketserver's 5: beyond
+    # it a connection is dropped and retried a second or more later.
+    server_class = type("PreviewServer", (http.server.ThreadingHTTPServer,),
+                        {"address_family": family, "daemon_threads": True, "request_queue_size": socket.SOMAXCONN})
     handler = type("Handler", (PreviewHandler,), {"verbose": verbose, "preview": preview})
     try:
         return server_class((host, port), handler)
