@@ -14,6 +14,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from errordb.errors import ErrordbError
+
 
 @contextlib.contextmanager
 def replaced_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
@@ -43,9 +45,30 @@ def replaced_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
             os.rename(target, old)
             os.rename(staging, target)
             shutil.rmtree(old, ignore_errors=True)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise _said_of(target, staging, exc) from exc
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+#: Errors of writing the output itself: said of the folder the user asked for.
+_OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+
+
+def _said_of(target: Path, staging: Path, exc: OSError) -> OSError | ErrordbError:
+    """``exc`` said of ``target`` when it is about writing the output (a full disk, a file in
+    the staging folder), not of the staging folder beside it, which is gone: ``site: No space
+    left on device (writing errors/x/index.html); site is as it was``. Other errors as they are."""
+    inside = None
+    if exc.filename:
+        with contextlib.suppress(ValueError):
+            inside = Path(exc.filename).relative_to(staging)
+    if exc.errno not in _OUTPUT_ERRNOS and inside is None:
+        return exc
+    where = f" (writing {inside.as_posix()})" if inside is not None and inside.parts else ""
+    return ErrordbError(f"{target}: {exc.strerror or exc}{where}; {target} is as it was")
 
 
 _AT_FDCWD = -100

@@ -113,3 +113,20 @@ def test_cli_reports_a_file_that_does_not_validate(records):
     result = CliRunner().invoke(cli, ["check", str(records)])
     assert result.exit_code == 1
     assert result.stdout.startswith(f"{path}: record ?: malformed JSON")
+
+
+def test_names_that_not_every_host_can_hold_as_files_are_flagged(records):
+    found = mutated(records, KIMI_PP_ERROR, tags=["dspark", "nul"], backgroundTag=None)
+    assert (KIMI_PP_ERROR, "tags", "'nul' is a device name on Windows (NUL): no file or folder can be named so there") in found
+    data = envelope(BAILING_VALUE_ERROR)
+    data["record"]["repo"] = "SGL-Project/sglang"  # the same repository on GitHub, another spelling
+    write_envelope(records, data)
+    (records / "sgl-project" / "sglang" / f"{BAILING_VALUE_ERROR}.json").unlink()
+    assert any(field == "repo" and "only in case" in text for _, field, text in problems_of(records))
+
+
+def test_a_device_name_is_any_case_and_any_extension():
+    from errordb.records.conventions import reserved_name
+
+    assert all(reserved_name(n) for n in ("con", "AUX", "nul.json", "com1", "LPT9.tar.gz"))
+    assert not any(reserved_name(n) for n in ("console", "com0", "com10", "auxiliary", "a.con", "nul-pointer"))

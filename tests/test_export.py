@@ -300,3 +300,22 @@ def test_cli_export_reports_a_missing_database(tmp_path):
     assert result.exit_code == 2
     assert "no such database" in result.output
     assert not (tmp_path / "api").exists()
+
+
+def test_export_refuses_names_not_every_host_can_hold_and_leaves_the_old_api(tmp_path):
+    from helpers import KIMI_PP_ERROR, copy_records, envelope, write_envelope
+
+    records = copy_records(tmp_path / "records")
+    db = tmp_path / "e.db"
+    ingest([records], db)
+    out = tmp_path / "api"
+    assert CliRunner().invoke(cli, ["export", "--db", str(db), "--out", str(out), "-q"]).exit_code == 0
+    before = tree_bytes(out)
+    data = envelope(KIMI_PP_ERROR)
+    data["record"]["tags"] = [*data["record"]["tags"], "aux"]  # api/tags/aux.json: AUX on Windows
+    write_envelope(records, data)
+    ingest([records], db)
+    result = CliRunner().invoke(cli, ["export", "--db", str(db), "--out", str(out), "-q"])
+    assert result.exit_code == 2
+    assert result.stderr == f"errordb: record {KIMI_PP_ERROR}: tags: 'aux' is a device name on Windows (AUX): no file or folder can be named so there\n"
+    assert tree_bytes(out) == before

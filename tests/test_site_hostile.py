@@ -18,7 +18,7 @@ from test_site_dom import parse_html
 pytest.importorskip("errordb.publish.api", reason="errordb.publish.api (issue 6) is missing: the site build calls its write_api")
 
 from errordb.publish.site import build_site, output_path  # noqa: E402
-from errordb.publish.paths import SiteError, repo_dir, segment, tag_dir  # noqa: E402
+from errordb.publish.paths import SiteError, family_dir, record_dir, repo_dir, segment, tag_dir  # noqa: E402
 from errordb.publish.text import rich_text, safe_https_url  # noqa: E402
 from errordb.store import ingest  # noqa: E402
 
@@ -193,3 +193,9 @@ def test_text_helpers_escape_and_link_only_https():
     for character in "\u00a0\u2028\u3000\x1c\x00\x1f\t<>'`\\":
         assert safe_https_url(f"https://a.example/{character}x") is None, repr(character)
     assert safe_https_url("https://a.example/\x7f~é") == "https://a.example/\x7f~é"  # DEL and letters are not refused
+
+
+def test_windows_device_names_never_name_a_folder_of_the_site():
+    for folder in (record_dir("con")[1], tag_dir("aux")[1], family_dir("nul.x")[1], *repo_dir("com1/lpt1")[1:]):
+        assert not folder.split("-")[0] == folder and len(folder.split("-")[-1]) == 10, folder  # a readable name and a hash
+    assert record_dir("console") == ("errors", "console") and repo_dir("aux-team/con-fig") == ("repos", "aux-team", "con-fig")

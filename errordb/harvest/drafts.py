@@ -47,10 +47,11 @@ MECHANICAL_FIELDS = (
     "sourceCodeStart", "sourceCodeEnd", "githubUrl", "analyzedSha", "analyzedAt", "schemaVersion",
 )  # fmt: skip
 
-_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$")
-_SHA = re.compile(r"^[0-9a-f]{40}$")
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z)?$")
-_DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z$")
+# Matched with fullmatch: "$" would also match before a final newline.
+_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}")
+_SHA = re.compile(r"[0-9a-f]{40}")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z)?")
+_DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z")
 
 
 @dataclass
@@ -218,13 +219,13 @@ class _Existing:
 
 
 def _validate_options(repo: str, sha: str, prefix: str, analyzed_at: str, dataset_version: str) -> None:
-    if not _REPO.match(repo) or repo.split("/")[1] in (".", ".."):
+    if not _REPO.fullmatch(repo) or repo.split("/")[1] in (".", ".."):
         raise HarvestError(f"--repo {repo!r}: give the GitHub repository as OWNER/NAME")
-    if not _SHA.match(sha):
+    if not _SHA.fullmatch(sha):
         raise HarvestError(f"--sha {sha!r}: give the full 40-digit lowercase hex commit sha")
-    if not _DATE.match(analyzed_at):
+    if not _DATE.fullmatch(analyzed_at):
         raise HarvestError(f"--analyzed-at {analyzed_at!r}: give a UTC date (2026-08-28) or time (2026-08-28T06:17:29Z)")
-    if not _DATETIME.match(dataset_version):
+    if not _DATETIME.fullmatch(dataset_version):
         raise HarvestError(f"--dataset-version {dataset_version!r}: give a UTC time (2026-08-28T06:17:29.519Z)")
     if prefix:
         parts = prefix.split("/")

@@ -83,6 +83,7 @@ def export_api(
     """Write the API to ``out`` all or nothing: on any error ``out`` is left as it was."""
     started = time.perf_counter()
     urls, paging = Urls.for_site(base_url), Paging(page_size, page_bytes)
+    _check_path_names(db)
     try:
         with replaced_dir(out) as staging:
             tree = OutputTree(staging)
@@ -96,6 +97,19 @@ def export_api(
             name = getattr(db, "conn", db).execute("PRAGMA database_list").fetchone()[2]
         raise unreadable(name, exc) from None
     return ExportReport(Path(out), count, tree.files, tree.bytes, time.perf_counter() - started)
+
+
+def _check_path_names(db: Any) -> None:
+    """Refuse, before anything is written, names the API's files cannot have on every common host:
+    they are used as they are (``repos/<owner>/<name>.json``, ``tags/<tag>.json``)."""
+    from errordb.records.conventions import path_name_problems
+    from errordb.store import iter_path_names
+
+    problems = path_name_problems(iter_path_names(db))
+    if problems:
+        record_id, field, text = problems[0]
+        more = f" (and {len(problems) - 1} more; `errordb check` on the record files lists them)" if len(problems) > 1 else ""
+        raise ExportError(f"record {record_id}: {field}: {text}{more}")
 
 
 def _write(db: Any, tree: OutputTree | MemoryTree, urls: Urls, paging: Paging, progress: Callable[[int], None] | None = None) -> int:
@@ -185,7 +199,7 @@ def _version_info(urls: Urls, stats: dict[str, str], count: int, explain: int) -
 
 # One file, for errordb serve -------------------------------------------------------------------
 
-_RECORD_FILE = re.compile(r"^errors/([0-9a-f]{16})(?:\.json)?$")
+_RECORD_FILE = re.compile(r"errors/([0-9a-f]{16})(?:\.json)?")
 #: The listings each folder or file of the API belongs to.
 _LISTINGS = {
     "errors": write_errors_index, "patterns": write_errors_index, "repos": write_repo_listings,
@@ -202,7 +216,7 @@ def api_file(db: Any, relative: str, *, base_url: str = "/") -> bytes | None:
     """
     from errordb.store import iter_record_files
 
-    found = _RECORD_FILE.match(relative)
+    found = _RECORD_FILE.fullmatch(relative)
     if found:
         files = list(iter_record_files(db, where="id = ?", params=[found.group(1)]))
         return files[0][1] if files else None

@@ -92,9 +92,14 @@ class OutputTree:
             handle = open(path, "xb")
         except FileExistsError:
             raise ExportError(f"{relative}: two API files map to this name (names that differ only in case?)") from None
-        with handle:
-            yield handle
-            self.bytes += handle.tell()
+        try:
+            with handle:
+                yield handle
+                self.bytes += handle.tell()
+        except OSError as exc:
+            if exc.filename is None:
+                exc.filename = str(path)  # a write's ENOSPC names no file: say which one it was
+            raise
         self.files += 1
 
     def read(self, relative: str) -> IO[bytes]:

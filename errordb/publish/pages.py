@@ -392,7 +392,7 @@ def _search_entry(row: tuple) -> list[Any]:
 
 # A page from its path (errordb serve) -----------------------------------------------------------
 
-_PAGE_FILE = re.compile(r"^(?:index|page-([1-9][0-9]*))\.html$")
+_PAGE_FILE = re.compile(r"(?:index|page-([1-9][0-9]*))\.html")
 
 
 def page_at(source: Source, path: tuple[str, ...]) -> Page | None:
@@ -405,7 +405,7 @@ def page_at(source: Source, path: tuple[str, ...]) -> Page | None:
     for page in single_pages(source):
         if page[0] == path:
             return page
-    found = _PAGE_FILE.match(path[-1]) if path else None
+    found = _PAGE_FILE.fullmatch(path[-1]) if path else None
     listing = _listing_at(source, path[:-1]) if found else None
     return listing.page(int(found.group(1) or 1)) if listing is not None and found is not None else None
 

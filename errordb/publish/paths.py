@@ -4,8 +4,8 @@ Output file names come only from checked names: every path segment must match
 ``^[a-z0-9-]+$`` (:func:`segment`), whatever the database holds, so a hand-edited record with
 ``../`` in its slug cannot name a file outside the output folder (the writer checks the
 resolved path as well). Names that the record schema allows but a file name here does not
-(``Owner/Repo.js``, tag ``python3.11``) get a readable form plus a hash of the real name, so two
-names never share a folder.
+(``Owner/Repo.js``, tag ``python3.11``, a Windows device name such as ``con``) get a readable
+form plus a hash of the real name, so two names never share a folder.
 
 Links are relative (``../../errors/<slug>/index.html``), so the site works from ``file://``, at
 a domain's root and under any sub-path. Only ``sitemap.xml`` and ``<link rel=canonical>`` use the
@@ -18,6 +18,7 @@ import hashlib
 import re
 
 from errordb.errors import ErrordbError
+from errordb.records.conventions import reserved_name
 
 _SEGMENT = re.compile(r"^[a-z0-9-]+$")
 _ID = re.compile(r"^[0-9a-f]{16}$")
@@ -50,24 +51,33 @@ def _hashed(value: str) -> str:
     return hashlib.sha256(value.encode("utf-8")).hexdigest()[:HASH_LEN]
 
 
+def _clean(value: str) -> bool:
+    """A segment every common host can hold: plain, and no Windows device name (``con``, ``aux``)."""
+    return _SEGMENT.fullmatch(value) is not None and not reserved_name(value)
+
+
 def _named(value: str) -> str:
     """``value`` itself when it is a clean segment, else a readable form plus a hash of it."""
-    if _SEGMENT.fullmatch(value):
+    if _clean(value):
         return value
     return f"{_readable(value)}-{_hashed(value)}"
 
 
 def record_dir(slug: str) -> tuple[str, ...]:
-    return ("errors", segment(slug, "slug"))
+    segment(slug, "slug")
+    return ("errors", _named(slug))
 
 
 def repo_dir(repo: str) -> tuple[str, ...]:
     """``repos/<owner>/<name>``; a repo that is not already lower-case and plain gets a hash."""
     owner, _, name = repo.partition("/")
-    if _SEGMENT.fullmatch(owner) and _SEGMENT.fullmatch(name):
+    if _clean(owner) and _clean(name):
         return ("repos", owner, name)
     # The hash is of the whole name, so Foo/bar and foo/bar (or a.b and a-b) never share a folder.
-    return ("repos", segment(_readable(owner), "repository owner"), segment(f"{_readable(name)}-{_hashed(repo)}", "repository name"))
+    readable_owner = _readable(owner)
+    if reserved_name(readable_owner):
+        readable_owner = f"{readable_owner}-{_hashed(owner)}"
+    return ("repos", segment(readable_owner, "repository owner"), segment(f"{_readable(name)}-{_hashed(repo)}", "repository name"))
 
 
 def tag_dir(tag: str) -> tuple[str, ...]:

@@ -317,8 +317,13 @@ def _write(staging: Path, relative: str, data: bytes) -> tuple[str, str]:
     """Write ``data`` at ``relative`` in ``staging``; returns (``relative``, its SHA-256)."""
     target = output_path(staging, tuple(relative.split("/")))
     target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target, "xb") as handle:
-        handle.write(data)
+    try:
+        with open(target, "xb") as handle:
+            handle.write(data)
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(target)  # a write's ENOSPC names no file: say which one it was
+        raise
     return relative, hashlib.sha256(data).hexdigest()
 
 

@@ -20,7 +20,7 @@ _CODE = re.compile(r"`([^`\n]{1,500})`")
 _TOKEN = re.compile(f"{_CODE.pattern}|{_URL.pattern}")
 # Prose punctuation that ends a sentence rather than the URL it follows.
 _TRAILING = ".,;:!?)]}"
-_SAFE_HOST = re.compile(r"^https://[A-Za-z0-9.-]+(?::\d+)?(?:[/?#]|$)")
+_SAFE_HOST = re.compile(r"https://[A-Za-z0-9.-]+(?::\d+)?(?:[/?#]|\Z)")
 # White space (``\s`` is str.isspace()), control characters, and what could end an attribute.
 _UNSAFE_URL_CHARACTER = re.compile(r"[\s\x00-\x1f<>\"'`\\]")
 

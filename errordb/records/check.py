@@ -9,7 +9,8 @@ line at ``lineNumber`` is the ``raise`` of the record's class (or the line that 
 ``raise e`` of a variable cannot say its class); ``githubUrl`` is the pinned URL of exactly that
 window; slugs follow the convention (the message's, alone or with the id's suffix) and are
 unique; ids are unique; a file inside a records tree lives at ``<owner>/<repo>/<id>.json``;
-every ``backgroundTag`` has a family entry.
+every ``backgroundTag`` has a family entry; no name that makes a file or folder of the site or
+the API is a Windows device name, and no two repositories differ only in case.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from errordb.records.conventions import allowed_slugs, github_url
+from errordb.records.conventions import allowed_slugs, github_url, path_name_problems
 from errordb.errors import RecordError
 from errordb.records.families import families_for, load_families
 from errordb.records.loader import LoadedRecord, bundled_records_dir, load_file, record_files
@@ -126,4 +127,6 @@ def _check_dataset(items: list[LoadedRecord]) -> list[RecordError]:
             hint = f"; use {suffixed}" if record.slug == base else ""
             problems.append(RecordError(item.source, record.id, "slug", f"{record.slug!r} is also the slug of record {slug_owner[record.slug]}{hint}"))
         slug_owner.setdefault(record.slug, record.id)
+    rows = [(i.record.id, i.record.repo, i.record.slug, i.record.tags, i.record.backgroundTag) for i in items]
+    problems.extend(RecordError(first_source[record_id], record_id, field, text) for record_id, field, text in path_name_problems(rows))
     return problems

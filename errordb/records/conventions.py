@@ -12,6 +12,7 @@ else is harvested.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 SLUG_BASE_MAX = 50
 SLUG_SUFFIX_LEN = 6
@@ -42,3 +43,35 @@ def allowed_slugs(message: str, record_id: str) -> tuple[str, str]:
 def github_url(repo: str, sha: str, file_path: str, start: int, end: int) -> str:
     """The github.com URL of lines ``start``..``end`` of a file, pinned to a commit."""
     return f"https://github.com/{repo}/blob/{sha}/{file_path}#L{start}-L{end}"
+
+
+#: Names Windows keeps for devices, whatever follows a dot (``con.json`` is CON too): no file or
+#: folder can be named so there.
+RESERVED_DEVICE_NAMES = frozenset({"con", "prn", "aux", "nul", *(f"com{n}" for n in range(1, 10)),
+                                   *(f"lpt{n}" for n in range(1, 10))})
+
+
+def reserved_name(name: str) -> bool:
+    """Whether a file or folder name is a device name on Windows (``con``, ``aux.json``, ``LPT1``)."""
+    return name.split(".", 1)[0].lower() in RESERVED_DEVICE_NAMES
+
+
+def path_name_problems(rows: Iterable[tuple[str, str, str, Iterable[str], str | None]]) -> list[tuple[str, str, str]]:
+    """``(record id, field, problem)`` for each name that would name a file or folder of the site or
+    the API that not every common host can hold. ``rows`` are ``(id, repo, slug, tags,
+    backgroundTag)``: a slug names a page's folder, a repository's owner and name, a tag and a
+    family name listing files. Problems: a device name Windows reserves, and a repository that
+    differs from another only in case (on macOS and Windows the two listings are one file)."""
+    problems = []
+    spelled: dict[str, tuple[str, str]] = {}
+    for record_id, repo, slug, tags, family in rows:
+        owner, _, name = repo.partition("/")
+        for field, value in (("slug", slug), ("repo", owner), ("repo", name), *(("tags", t) for t in tags), ("backgroundTag", family)):
+            if value and reserved_name(value):
+                problems.append((record_id, field, f"{value!r} is a device name on Windows ({value.split('.', 1)[0].upper()}): "
+                                                   "no file or folder can be named so there"))
+        first_repo, first_id = spelled.setdefault(repo.casefold(), (repo, record_id))
+        if first_repo != repo:
+            problems.append((record_id, "repo", f"{repo!r} differs from {first_repo!r} (record {first_id}) only in case: "
+                                                "on macOS and Windows their files would be one"))
+    return problems

@@ -126,7 +126,7 @@ class Record(BaseModel):
     @field_validator("githubUrl")
     @classmethod
     def _github_https(cls, value: str) -> str:
-        if not re.match(r"^https://github\.com/[^\s<>\"'\\]+$", value):
+        if not re.fullmatch(r"https://github\.com/[^\s<>\"'\\]+", value):  # in full: "$" also matches before a final newline
             raise ValueError("must be an https URL on github.com")
         return value
 

@@ -118,3 +118,12 @@ def _child_lists(db: sqlite_utils.Database, ids: list[str]) -> dict[str, dict[st
             grouped.setdefault(record_id, []).append(value)
         lists[name] = grouped
     return lists
+
+
+def iter_path_names(db: sqlite_utils.Database) -> Iterator[tuple[str, str, str, list[str], str | None]]:
+    """``(id, repo, slug, tags, backgroundTag)`` of every record: the names files are made from."""
+    tags: dict[str, list[str]] = {}
+    for record_id, tag in db.execute("SELECT record_id, tag FROM record_tags ORDER BY record_id, position"):
+        tags.setdefault(record_id, []).append(tag)
+    for record_id, repo, slug, family in db.execute("SELECT id, repo, slug, backgroundTag FROM records ORDER BY id"):
+        yield record_id, repo, slug, tags.get(record_id, []), family

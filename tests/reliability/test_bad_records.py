@@ -161,6 +161,8 @@ CASES = [
     Case("repo ..", _with(repo="sgl-project/.."), K, "repo", "must not be '.' or '..'"),
     Case("filePath with ../", _with(filePath="../../etc/passwd"), K, "filePath", "relative path inside the repository"),
     Case("githubUrl javascript:", _with(githubUrl="javascript:alert(1)"), K, "githubUrl", "https URL on github.com"),
+    Case("githubUrl with a final newline", _with(githubUrl="https://github.com/sgl-project/sglang\n"), K, "githubUrl",
+         "https URL on github.com"),
     Case("NUL in text", _with(errorMessage="DSPARK\x00", messagePattern="DSPARK."), K, "errorMessage", "control character U+0000"),
     Case("C1 control (8-bit CSI) in a list item", _with(solutions=["fine", "\x9b2J"]), K, "solutions[1]", "control character U+009B"),
     Case("duplicate id", _duplicate_id, K, "id", "duplicate id"),

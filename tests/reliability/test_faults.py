@@ -449,9 +449,9 @@ def test_a_full_disk_gives_one_line_and_changes_nothing(data, tiny_disk, tmp_pat
         pytest.skip("not even the small site fits this tmpfs")
     site_before = tree_digest(site)
     build = run_process("build", "--db", data["dbs"]["new"], "--out", site, "-q")
-    assert_one_line_error(build.stderr, build.returncode, "No space left on device")
+    assert_one_line_error(build.stderr, build.returncode, f"{site}: No space left on device (writing ", f"; {site} is as it was")
     export = run_process("export", "--db", data["dbs"]["new"], "--out", tiny_disk / "api", "-q")
-    assert_one_line_error(export.stderr, export.returncode, "No space left on device")
+    assert_one_line_error(export.stderr, export.returncode, f"{tiny_disk / 'api'}: No space left on device (writing errors/")
     assert tree_digest(site) == site_before and not (tiny_disk / "api").exists()
     assert leftovers(tiny_disk, "site") == [] and leftovers(tiny_disk, "api") == []
     figures.add(
@@ -460,7 +460,8 @@ def test_a_full_disk_gives_one_line_and_changes_nothing(data, tiny_disk, tmp_pat
         "elsewhere with SQLite's temporary folder there (fits); build and export of 700 records over a small site there",
         5,
         "exit 2, one line ('the disk is full (the database's, or that of SQLite's temporary files …); nothing was "
-        "written', or 'No space left on device' naming the file); database content unchanged, no new database left, "
+        "written', or '<the --out folder>: No space left on device (writing <its file>); <folder> is as it was'); "
+        "database content unchanged, no new database left, "
         "site unchanged, no staging folder left",
     )
 
@@ -496,7 +497,7 @@ def test_a_full_disk_simulated(data, tmp_path, monkeypatch):
 
     monkeypatch.setattr("errordb.publish.output.OutputTree.write_bytes", no_space)
     result = run_cli("build", "--db", data["dbs"]["small-new"], "--out", site, "-q")
-    assert_one_line_error(result.stderr, result.exit_code, "No space left on device")
+    assert_one_line_error(result.stderr, result.exit_code, f"{site}: No space left on device; {site} is as it was")
     assert tree_digest(site) == site_before and leftovers(tmp_path, "site") == []
 
 
