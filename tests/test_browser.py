@@ -399,7 +399,8 @@ def test_scoring_helpers_agree_with_python(new_page, server):
 
 
 def test_the_rules_for_matches_without_frames_agree_with_python(new_page, server):
-    from errordb.explainer.match import BUILTIN_EXCEPTIONS, _own_class, moved_file, same_file
+    from errordb.explainer.match import BUILTIN_EXCEPTIONS, _own_class, moved_file, raised_in_another_package, same_file
+    from errordb.explainer.parse import Frame
     from errordb.records.patterns import literal_weight
 
     page, _ = new_page()
@@ -425,6 +426,15 @@ def test_the_rules_for_matches_without_frames_agree_with_python(new_page, server
              ("/venv/site-packages/sglang/srt/kimi_k3.py", "python/sglang/srt/models/bailing_moe_v3.py"), ("/x/fields.py", "fields.py"),
              ("C:\\venv\\Lib\\site-packages\\click\\core.py", "src/click/core.py")]  # fmt: skip
     assert page.evaluate("ps => ps.map(p => errordbExplain.movedFile(p[0], p[1]))", moved) == [moved_file(*p) for p in moved]
+    # The innermost frame in another installed package than the record's: a quote, under another class.
+    inner = [("/venv/lib/python3.10/site-packages/openai/_base_client.py", "vllm/sampling_params.py"),
+             ("/usr/local/lib/python3.11/dist-packages/pydantic/main.py", "vllm/config.py"),
+             ("/venv/site-packages/vllm/config.py", "vllm/config.py"), ("/srv/app/main.py", "vllm/config.py"),
+             ("/venv/site-packages/six.py", "vllm/config.py"), ("/venv/site-packages/sglang/x.py", "python/sglang/y.py")]  # fmt: skip
+    frames = [{"file": frame, "line": 1, "function": "f"} for frame, _ in inner]
+    assert page.evaluate("ps => ps.map(p => errordbExplain.raisedInAnotherPackage({filePath: p[1]}, [p[0]]))",
+                         [(f, r) for f, (_, r) in zip(frames, inner)]) == [
+        raised_in_another_package({"filePath": r}, [Frame(f, 1, "f", None)]) for f, r in inner] == [True, True, False, False, False, False]
 
 
 def test_reworded_messages_are_read_alike_by_python_and_the_browser(new_page, server):

@@ -454,3 +454,16 @@ def test_an_exception_without_a_message_is_found_by_its_innermost_frame_and_clas
     assert matcher.match("ValueError", "", frames) == []
     assert "d" * 16 not in {m.id for m in matcher.match("NotImplementedError", "DSPARK aux hidden capture requires PP=1.", frames)}
     assert "d" * 16 not in {r["id"] for r in matcher.candidates("any message at all")}
+
+
+def test_another_class_raised_in_another_installed_package_only_quotes_the_records_words():
+    # vLLM's message inside the openai client's error (bench/realworld vllm-005): raised by openai.
+    record = {"id": "1" * 16, "slug": "s", "messagePattern": r"max_tokens must be at least 1, got .+\.", "errorClass": "ValueError",
+              "filePath": "vllm/sampling_params.py", "function": "SamplingParams._verify_args", "lineNumber": 300}  # fmt: skip
+    message = "Error code: 400 - {'object': 'error', 'message': 'max_tokens must be at least 1, got -344.', 'code': 400}"
+    in_openai = [F("/venv/lib/python3.10/site-packages/openai/_base_client.py", 1020, "_request")]
+    assert score_candidate(record, "openai.BadRequestError", message, in_openai) is None
+    assert score_candidate(record, "openai.BadRequestError", message, []) is not None  # no frame says where: kept
+    in_vllm = [F("/venv/lib/python3.10/site-packages/vllm/entrypoints/serve.py", 80, "create")]
+    assert score_candidate(record, "openai.BadRequestError", message, in_vllm) is not None
+    assert score_candidate(record, "ValueError", message, in_openai) is not None  # its own class: not a quote

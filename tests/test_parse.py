@@ -1850,3 +1850,24 @@ def test_an_empty_prompt_after_a_traceback_ends_its_message_and_single_quotes_na
     assert [(e.exc_type, e.message) for e in parse.parse_text(text)] == [("ZeroDivisionError", "division by zero")]
     said = "the log says 'zmq.error.ZMQError: Cannot assign requested address' every time"
     assert [(e.exc_type, e.message) for e in parse.parse_text(said)] == [("zmq.error.ZMQError", "Cannot assign requested address")]
+
+
+@pytest.mark.parametrize("text, frames", [
+    ("---------------------------------------------------------------------------\n"
+     "ValueError                                Traceback (most recent call last)\nCell In[2], line 1\n----> 1 f()\n\n"
+     "File /srv/app/jobs.py:12, in f(x)\n     11 def f(x):\n---> 12     raise ValueError(\"bad thing\")\n\nValueError: bad thing\n",
+     [("Cell In[2]", 1, "<module>", "f()"), ("/srv/app/jobs.py", 12, "f", 'raise ValueError("bad thing")')]),
+    ("ValueError                                Traceback (most recent call last)\n<ipython-input-3-abc> in <module>()\n----> 1 f()\n\n"
+     "/home/u/jobs.py in f(x)\n      2 def f(x):\n----> 3     raise ValueError(\"bad thing\")\n\nValueError: bad thing\n",
+     [("<ipython-input-3-abc>", 1, "<module>", "f()"), ("/home/u/jobs.py", 3, "f", 'raise ValueError("bad thing")')]),
+    # Colab: paths as Markdown links, folded frames (bench/realworld vllm-021)
+    ("ValueError                           Traceback (most recent call last)\n"
+     "[/tmp/ipython-input-33.py](https://localhost:8080/#) in <cell line: 0>()\n      1 x = 1\n----> 2 f()\n\n4 frames\n"
+     "[/usr/local/lib/python3.11/dist-packages/pkg/jobs.py](https://localhost:8080/#) in f(*args)\n--> 123         raise ValueError(\"bad thing\")\n"
+     "    124 \n\nValueError: bad thing\n",
+     [("/tmp/ipython-input-33.py", 2, "<cell line: 0>", "f()"), ("/usr/local/lib/python3.11/dist-packages/pkg/jobs.py", 123, "f", 'raise ValueError("bad thing")')]),
+])
+def test_ipython_and_jupyter_tracebacks_give_their_frames(text, frames):
+    (exc,) = parse_text(text)
+    assert (exc.exc_type, exc.message) == ("ValueError", "bad thing")
+    assert [(f.file, f.line, f.function, f.source) for f in exc.frames] == frames

@@ -160,6 +160,8 @@ def score_candidate(record: dict[str, Any], exc_type: str | None, message: str, 
             evidence.append(Evidence("class-agrees", CLASS_AGREES, f"raised as {exc_type}, the record's class"))
         elif weight < SPECIFIC_LITERAL:
             return None  # a generic message under another class is another exception, frames or not
+        elif raised_in_another_package(record, frames):
+            return None  # another class, raised in another package: the words are quoted, or its own
         else:
             evidence.append(Evidence("class-differs", CLASS_DIFFERS, f"raised as {exc_type}; the record raises {record['errorClass']}"))
     best = _best_frame(record, frames)
@@ -213,17 +215,40 @@ def moved_file(frame_path: str, record_path: str) -> bool:
     the folder after ``site-packages/`` or ``dist-packages/`` when it has one (an installed
     package), else any folder of its path (a checkout).
     """
-    parts, frame = components(record_path), components(frame_path)
-    if len(parts) > 2 and parts[0] in SOURCE_ROOTS:
-        parts = parts[1:]
+    parts, frame = _package_path(record_path), components(frame_path)
     if len(parts) < 2 or not frame or frame[-1] != parts[-1]:
         return False
-    folders = frame[:-1]
+    installed = installed_package(frame_path)
+    if installed is not None:
+        return installed == parts[0]
+    return parts[0] in frame[:-1]
+
+
+def _package_path(record_path: str) -> list[str]:
+    """A record's path from its top-level package on (its repository's source root left off)."""
+    parts = components(record_path)
+    return parts[1:] if len(parts) > 2 and parts[0] in SOURCE_ROOTS else parts
+
+
+def installed_package(frame_path: str) -> str | None:
+    """The top-level package a frame's file is installed in: the folder after its last
+    ``site-packages/`` or ``dist-packages/`` ("" for a module right in it; None: not an
+    installed package's file)."""
+    folders = components(frame_path)[:-1]
     for marker in INSTALL_FOLDERS:
         if marker in folders:
             after = len(folders) - folders[::-1].index(marker)
-            return after < len(folders) and folders[after] == parts[0]
-    return parts[0] in folders
+            return folders[after] if after < len(folders) else ""
+    return None
+
+
+def raised_in_another_package(record: dict[str, Any], frames: list[Any]) -> bool:
+    """Whether the innermost frame, where the exception was raised, is in an installed package
+    other than the record's. Under another class than the record's, its message holds the
+    record's words only as a quote (an HTTP client's error quoting a server's body, pydantic's
+    quoting a validator's): it was not raised where the record is."""
+    package = installed_package(frames[-1].file or "") if frames else None
+    return bool(package) and package != _package_path(record["filePath"])[0]
 
 
 def _best_frame(record: dict[str, Any], frames: list[Any]) -> list[Evidence] | None:

@@ -9,7 +9,8 @@
  *            and round(5 * min(w, 100) / 100, 1) for the w letters and digits of literal text the
  *            pattern requires (that the cut message holds);
  *   class:   agrees +30 (equal, or equal last dotted part), differs -30 (no match at all for a
- *            generic pattern), not given 0; a pattern "" (a class raised without a message)
+ *            generic pattern, or when the innermost frame is in another installed package than
+ *            the record's), not given 0; a pattern "" (a class raised without a message)
  *            matches only an empty message;
  *   frames:  the best frame in the record's file (same last path components): +20, function +10,
  *            line +10, or round(10 * max(0, 1 - d / 200), 1) when d lines away; else a frame of
@@ -254,16 +255,41 @@
    * folders). errordb/explainer/match.py, moved_file.
    */
   function movedFile(framePath, recordPath) {
-    var parts = components(recordPath), frame = components(framePath);
-    if (parts.length > 2 && SOURCE_ROOTS.has(parts[0])) parts = parts.slice(1);
+    var parts = packagePath(recordPath), frame = components(framePath);
     if (parts.length < 2 || frame.length === 0 || frame[frame.length - 1] !== parts[parts.length - 1]) return false;
-    var folders = frame.slice(0, -1);
+    var installed = installedPackage(framePath);
+    if (installed !== undefined) return installed === parts[0];
+    return frame.slice(0, -1).indexOf(parts[0]) >= 0;
+  }
+
+  /** A record's path from its top-level package on (its repository's source root left off). */
+  function packagePath(recordPath) {
+    var parts = components(recordPath);
+    return parts.length > 2 && SOURCE_ROOTS.has(parts[0]) ? parts.slice(1) : parts;
+  }
+
+  /**
+   * The package a frame's file is installed in: the folder after its last site-packages/ or
+   * dist-packages/ ("" for a module right in it; undefined: not an installed package's file).
+   */
+  function installedPackage(framePath) {
+    var folders = components(framePath).slice(0, -1);
     var markers = ["site-packages", "dist-packages"];
     for (var i = 0; i < markers.length; i++) {
       var at = folders.lastIndexOf(markers[i]);
-      if (at >= 0) return at + 1 < folders.length && folders[at + 1] === parts[0];
+      if (at >= 0) return at + 1 < folders.length ? folders[at + 1] : "";
     }
-    return folders.indexOf(parts[0]) >= 0;
+    return undefined;
+  }
+
+  /**
+   * The innermost frame, where it was raised, is in an installed package other than the
+   * record's: under another class, its message only quotes the record's words.
+   * errordb/explainer/match.py, raised_in_another_package.
+   */
+  function raisedInAnotherPackage(record, frames) {
+    var inner = frames.length ? installedPackage(frames[frames.length - 1].file) : undefined;
+    return inner !== undefined && inner !== "" && inner !== packagePath(record.filePath)[0];
   }
 
   function bestFrame(record, frames) {
@@ -453,6 +479,8 @@
         evidence.push({ kind: "class-agrees", points: CLASS_AGREES, detail: "raised as " + exc.type + ", the record's class" });
       } else if (weight < SPECIFIC_LITERAL) {
         return null; // a generic message under another class is another exception, frames or not
+      } else if (raisedInAnotherPackage(record, exc.frames)) {
+        return null; // another class, raised in another package: the words are quoted, or its own
       } else {
         evidence.push({ kind: "class-differs", points: CLASS_DIFFERS, detail: "raised as " + exc.type + "; the record raises " + record.errorClass });
       }
@@ -697,7 +725,7 @@
     });
   }
 
-  window.errordbExplain = { parse: parse, translate: translate, sameFile: sameFile, literalWeight: literalWeight, ownClass: ownClass, cutMatch: cutMatch, movedFile: movedFile, reworded: reworded, score: score, rank: rank, rankAll: rankAll, round1: round1, explainText: explainText };
+  window.errordbExplain = { parse: parse, translate: translate, sameFile: sameFile, literalWeight: literalWeight, ownClass: ownClass, cutMatch: cutMatch, movedFile: movedFile, raisedInAnotherPackage: raisedInAnotherPackage, reworded: reworded, score: score, rank: rank, rankAll: rankAll, round1: round1, explainText: explainText };
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
 })();

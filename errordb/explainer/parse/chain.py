@@ -4,8 +4,9 @@ A :class:`ChainParser` reads the exceptions printed at one nesting depth of one 
 (:mod:`errordb.explainer.parse.source` peels exception-group margins off and keeps one per depth).
 Each state has a handler in :data:`HANDLERS`; a handler returns True to have the same line read
 again in the state it switched to. When a line opens another format -- a pytest failure section,
-rich's traceback box, a faulthandler dump -- the lines go to a reader for that format
-(``pytest_output``, ``rich_output``, ``faulthandler_output``) until it is done; the contract
+rich's traceback box, a faulthandler dump, IPython's traceback -- the lines go to a reader for
+that format (``pytest_output``, ``rich_output``, ``faulthandler_output``, ``ipython_output``)
+until it is done; the contract
 between the two is in :mod:`errordb.explainer.parse.reader`.
 
 Heuristics (documented because no rule can be exact):
@@ -43,6 +44,7 @@ from errordb.explainer.parse.classify import (
     separator_kind, short_name,
 )
 from errordb.explainer.parse.faulthandler_output import FaultReader
+from errordb.explainer.parse.ipython_output import HEADER_RE as IPYTHON_HEADER_RE, IPythonReader
 from errordb.explainer.parse.parsed import Builder, Chain
 from errordb.explainer.parse.pytest_output import PytestReader, is_pytest_header, report_summary
 from errordb.explainer.parse.reader import Reader
@@ -60,6 +62,7 @@ STACK = "stack"  # logging's "Stack (most recent call last):" (not an exception)
 #: the formatting error's traceback, before "Message: ..." and "Arguments: ...").
 STACK_HEADERS = ("Stack (most recent call last):", "Call stack:")
 IGNORE = "ignore"  # a "+---- ... ----" group member: "and N more exceptions"
+IPYTHON_TB_END = "Traceback (most recent call last)"  # IPython's header line ends so (no colon)
 READER = "reader"  # another format's lines (pytest, rich, faulthandler): ChainParser.reader reads them
 
 
@@ -215,6 +218,9 @@ class ChainParser:
             if s.startswith(("Traceback", "Exception Group Traceback")):
                 b.base = len(t) - len(t.lstrip())
             self.state = FRAMES
+            return False
+        if s.endswith(IPYTHON_TB_END) and IPYTHON_HEADER_RE.fullmatch(s):
+            self.read_with(IPythonReader(self.open(no, hp)))
             return False
         first = s[0]
         if first == "F":
