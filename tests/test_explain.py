@@ -103,7 +103,7 @@ def test_standard_input_is_read_with_a_dash():
 def test_nothing_matched_exits_1_and_offers_similar_records():
     result = run("ValueError: DSPARK capture layers are not configured for this model", "--no-color")
     assert result.exit_code == 1
-    assert "No known error matches this message." in result.stdout
+    assert "No known error matches this message: searched 3 records (dataset 2026-08-28T06:17:29.519Z)." in result.stdout
     assert "Similar, not the same:" in result.stdout
     document = as_json("KeyError: 'completely unrelated'")
     assert document["_exit"] == 1 and document["matches"] == [] and document["similar"] == []
@@ -254,3 +254,17 @@ def test_a_large_log_is_read_as_a_stream_in_bounded_memory(tmp_path):
 
     small, large = peak_for(10_000), peak_for(40_000)  # about 1 MB and 4.5 MB of log
     assert large < small * 1.5 + 500_000, f"peak grew from {small / 1e6:.2f} MB to {large / 1e6:.2f} MB"
+
+
+def test_nothing_matched_says_where_in_the_users_own_code_it_was_raised(tmp_path):
+    # A real traceback: the standard library raised it, the user's script called it.
+    script = tmp_path / "load_config.py"
+    script.write_text('import json\n\n\ndef load():\n    return json.loads("{")\n\n\nload()\n')
+    traceback_text = subprocess.run([sys.executable, str(script)], capture_output=True, text=True).stderr
+    assert "json/decoder.py" in traceback_text  # the innermost frames are the standard library's
+    result = run("-", "--no-color", input=traceback_text)
+    assert result.exit_code == 1
+    words = " ".join(result.stdout.split())  # however the terminal's width wrapped it
+    assert f"In your code: {script}, line 5, in load return json.loads(\"{{\")" in words
+    markdown = run("-", "--format", "markdown", input=traceback_text).stdout
+    assert f"In your code: `{script}, line 5, in load` `return json.loads(\"{{\")`" in markdown

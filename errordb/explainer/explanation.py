@@ -63,6 +63,8 @@ class Explanation:
     findings: list[Finding]
     dataset_version: str | None
     similar: list[dict[str, Any]] = field(default_factory=list)
+    #: How many records were searched (the store's count), for "nothing matches" to say so.
+    record_count: int | None = None
     #: Exceptions found after the first :data:`MAX_FINDINGS`: counted, not matched or shown.
     omitted: int = 0
     #: The stored record of every best match (:attr:`Finding.best`), by id: what the renderers show in full.
@@ -102,6 +104,26 @@ class Explanation:
         if self.omitted:
             document["omittedExceptions"] = self.omitted
         return document
+
+
+def searched(explanation: Explanation) -> str:
+    """What a "nothing matches" answer searched: ``3 records (dataset 2026-08-28T06:17:29Z)``."""
+    count = explanation.record_count
+    what = f"{count:,} record{'s' if count != 1 else ''}" if count is not None else "the records"
+    return f"{what} (dataset {explanation.dataset_version})" if explanation.dataset_version else what
+
+
+#: Folders that hold code the user did not write: installed packages, the standard library.
+_NOT_OWN = re.compile(r"(?:^|[/\\])(?:site-packages|dist-packages|lib[/\\]python\d+(?:\.\d+)?t?|Lib)[/\\]|^<frozen ")
+
+
+def own_frame(exception: Any) -> Any | None:
+    """The innermost frame in the user's own code: not in an installed package, not in the
+    standard library (``<stdin>``, a notebook cell and a script are the user's)."""
+    for frame in reversed(exception.frames):
+        if frame.file and not _NOT_OWN.search(frame.file):
+            return frame
+    return None
 
 
 def _evidence(match: Match) -> list[dict[str, Any]]:
@@ -179,7 +201,10 @@ def explain_exceptions(exceptions: Iterable[Any], db: Any, limit: int | None = N
     for index, exc in enumerate(kept):
         after = kept[index + 1] if index + 1 < len(kept) else following
         findings.append(Finding(index, exc, matcher.match(exc.exc_type, exc.message, exc.frames), _is_root_cause(exc, after)))
-    explanation = Explanation(findings, meta(db).get("datasetVersion"), omitted=omitted, records=_best_records(db, findings))
+    stats = meta(db)
+    count = stats.get("recordCount")
+    explanation = Explanation(findings, stats.get("datasetVersion"), omitted=omitted, records=_best_records(db, findings),
+                              record_count=int(count) if count and str(count).isdigit() else None)
     if kept and not any(f.matches for f in findings):
         explanation.similar = similar_records(db, " ".join(exc.message for exc in kept))
     return explanation

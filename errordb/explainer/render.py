@@ -169,7 +169,11 @@ def render_terminal(
         role = " — root cause" if finding.root_cause else ""
         blocks.append(style.bold(f"● {title[:500]}") + style.dim(f"{where}{role}"))
         if not finding.matches:
-            blocks.append("  No known error matches this message.")
+            blocks.append(_para(no_match_line(explanation), width, "  "))
+            frame = _own_frame(exc)
+            if frame is not None:
+                blocks.append(_para(f"In your code: {clean(_frame_place(frame))}", width, "  ")
+                              + (f"\n      {clean(frame.source)[:width]}" if frame.source else ""))
             continue
         best = finding.best
         if len(best) > 1:
@@ -195,6 +199,25 @@ def render_terminal(
         blocks.append(style.cyan("Similar, not the same:"))
         blocks.extend(f"  - {clean(s['slug'])}: {clean(s['errorMessage'])}" for s in explanation.similar)
     return "\n\n".join(blocks)
+
+
+def no_match_line(explanation: Any) -> str:
+    """What explain says of an exception no record matches, and what it searched."""
+    from errordb.explainer.explanation import searched
+
+    return f"No known error matches this message: searched {searched(explanation)}."
+
+
+def _own_frame(exception: Any) -> Any | None:
+    from errordb.explainer.explanation import own_frame
+
+    return own_frame(exception)
+
+
+def _frame_place(frame: Any) -> str:
+    line = f", line {frame.line}" if frame.line is not None else ""
+    function = f", in {frame.function}" if frame.function else ""
+    return f"{frame.file}{line}{function}"
 
 
 def omitted_note(explanation: Any) -> str:
@@ -233,7 +256,11 @@ def render_markdown(explanation: Any) -> str:
         exc = finding.exception
         out.append(f"### {md_escape((exc.exc_type + ': ') if exc.exc_type else '')}{md_escape(exc.message[:300])}")
         if not finding.matches:
-            out.append("No known error matches this message.")
+            out.append(md_escape(no_match_line(explanation)))
+            frame = _own_frame(exc)
+            if frame is not None:
+                out.append(f"In your code: {md_code_span(_frame_place(frame))}"
+                           + (f" {md_code_span(frame.source)}" if frame.source else ""))
             continue
         if finding.tell_apart:
             out.append(f"> {md_escape(finding.tell_apart)}")
