@@ -33,9 +33,10 @@ so that the parent can tell *which* scenario hung or crashed.  Everything a
 snippet prints goes to stderr instead (file descriptor 1 is re-pointed at 2
 before any snippet runs), so snippet output can never forge a result line.
 
-This is isolation against accidents (a hang, a crash, a stray write), not a
-security boundary: the real defence is that only reviewed reproductions, whose
-record fields are pinned by digest, are ever sent here.
+The security boundary is around this process, not in it: on Linux it runs in
+bubblewrap's sandbox (:mod:`errordb.repro.sandbox`), and without one only
+definitions a maintainer reviewed, whose record fields are pinned by digest,
+are sent here (unless the user says ``--unsafe``).
 """
 
 import ast
