@@ -8,7 +8,7 @@ and CSV carry the data as stored (they are data formats: escaping belongs to who
 them).
 
 Search uses the store's two FTS5 indexes (porter stemming): ``records_fts`` over the message,
-documentation, trigger scenarios and common situations, and ``solutions_fts`` over each
+documentation, trigger scenarios, common situations and class, and ``solutions_fts`` over each
 solution. Both are external-content tables whose rowid is the content table's rowid. A
 record's score is the best (lowest) bm25 among its own row, where the message counts
 :data:`MESSAGE_WEIGHT` times, and its solutions.
@@ -31,10 +31,6 @@ from errordb.explainer.render import Style, terminal_width
 from errordb.text import clean
 
 
-class NotFound(ErrordbError):
-    """Nothing has the name the user gave; exit status 1, like grep finding nothing."""
-
-    exit_code = 1
 
 
 class SearchSyntaxError(ErrordbError):
@@ -82,13 +78,10 @@ SHOW_FORMATS = ("text", "json", "markdown")
 
 
 def resolve(db: Any, key: str) -> str:
-    """The id of the record named by ``key`` (id, slug, or page/JSON URL); :class:`NotFound` otherwise."""
-    from errordb.store import find_record_id
+    """The id of the record named by ``key`` (id, slug, their ends, or page/JSON URL); :class:`~errordb.errors.NotFound` otherwise."""
+    from errordb.store.read import resolve_record_id
 
-    record_id = find_record_id(db, key)
-    if record_id is None:
-        raise NotFound(f"{key}: no such record (give an id, a slug or a page URL; `errordb search` finds them)")
-    return record_id
+    return resolve_record_id(db, key)
 
 
 def show(db: Any, key: str, output_format: str = "text", *, color: bool = False, width: int | None = None) -> str:

@@ -123,15 +123,16 @@ def cli(debug: bool) -> None:
 
 
 @cli.command()
-@click.argument("text", required=False)
+@click.argument("words", nargs=-1, metavar="[TEXT]...")
 @click.option("-f", "--file", "log_file", type=click.Path(dir_okay=False, path_type=Path), help="Read the traceback or log from this file.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
 @click.option("--color/--no-color", default=None, help="Force colour on or off (default: on a terminal, unless NO_COLOR is set).")
 @db_option
-def explain(text: str | None, log_file: Path | None, output_format: str, color: bool | None, db_path: Path | None) -> None:
+def explain(words: tuple[str, ...], log_file: Path | None, output_format: str, color: bool | None, db_path: Path | None) -> None:
     """Say which known error a traceback, log or message is, and how to fix it.
 
-    TEXT is the traceback or message itself; `-` reads standard input; --file reads a log
+    TEXT is the traceback or message itself (unquoted words are joined with spaces:
+    `errordb explain ValueError: bad value` works); `-` reads standard input; --file reads a log
     (both are read line by line, so a large log costs little memory). Each exception found
     (the first 1,000; the rest are counted) is matched against every record's pattern and
     ranked by class, file, function and line (docs/matching.md). Exit status: 0 matched,
@@ -146,6 +147,7 @@ def explain(text: str | None, log_file: Path | None, output_format: str, color: 
     from errordb.explainer.explanation import explain as explain_source
     from errordb.store import open_connection
 
+    text = " ".join(words) if words else None
     if (text is None) == (log_file is None):
         raise click.UsageError("give TEXT, `-` for standard input, or --file LOG (one of them)")
     db = open_connection(db_path)
@@ -432,18 +434,18 @@ def show(key: str, output_format: str, color: bool | None, db_path: Path | None)
 
 
 @cli.command()
-@click.argument("query")
+@click.argument("words", nargs=-1, required=True, metavar="QUERY...")
 @filter_options
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True, metavar="N", help="Show at most N records.")
 @click.option("--raw", is_flag=True, help="QUERY is FTS5 syntax (AND, OR, NOT, NEAR, \"phrases\", prefix*, column:word).")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @color_option
 @db_option
-def search(query: str, repos, tags, families, classes, limit: int, raw: bool, output_format: str, color: bool | None,
-           db_path: Path | None) -> None:  # fmt: skip
-    """Full-text search of messages, documentation, triggers, situations and solutions.
+def search(words: tuple[str, ...], repos, tags, families, classes, limit: int, raw: bool, output_format: str,
+           color: bool | None, db_path: Path | None) -> None:  # fmt: skip
+    """Full-text search of classes, messages, documentation, triggers, situations and solutions.
 
-    Every word of QUERY must occur (stemmed: "layers" finds "layer"); `word*` finds words
+    QUERY is one or more words (quoted or not). Every word must occur (stemmed: "layers" finds "layer"); `word*` finds words
     starting with it. Punctuation is plain text: `layer_ids` is the phrase "layer ids",
     `"` and `:` mean nothing special. Results are ranked by bm25, message matches weighing
     most, and show each record's message and the passages that matched (highlighted; without
@@ -460,6 +462,7 @@ def search(query: str, repos, tags, families, classes, limit: int, raw: bool, ou
     from errordb.browse import search as search_records
     from errordb.store import open_connection
 
+    query = " ".join(words)
     db = open_connection(db_path)
     try:
         result = search_records(db, query, _filters(repos, tags, families, classes), limit=limit, raw=raw)
@@ -485,7 +488,8 @@ def list_command(repos, tags, families, classes, limit: int | None, output_forma
 
     The listing is streamed: rows are written as SQLite reads them, so a million records
     cost no more memory than ten. The table fits the terminal (long cells end in …); json is
-    one array, csv has a header row and tags separated by spaces.
+    one array, csv has a header row and tags separated by spaces. Exit status: 0 listed, 1 no
+    record matches.
 
     \b
     Examples:
@@ -501,15 +505,17 @@ def list_command(repos, tags, families, classes, limit: int | None, output_forma
         rows = browse.list_records(db, _filters(repos, tags, families, classes), limit=limit)
         out = sys.stdout
         if output_format == "json":
-            browse.write_json(rows, out)
+            count = browse.write_json(rows, out)
         elif output_format == "csv":
-            browse.write_csv(rows, out)
+            count = browse.write_csv(rows, out)
         else:
             width = shutil.get_terminal_size().columns if out.isatty() else None
-            if browse.write_table(rows, out, width=width, color=_stdout_color(color)) == 0:
+            count = browse.write_table(rows, out, width=width, color=_stdout_color(color))
+            if count == 0:
                 click.echo("No record matches these filters.", err=True)
     finally:
         db.close()
+    sys.exit(0 if count else 1)
 
 
 @cli.command()

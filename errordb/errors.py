@@ -24,3 +24,9 @@ class RecordError(ErrordbError):
         if self.field:
             parts.append(self.field)
         return ": ".join(parts + [self.problem])
+
+
+class NotFound(ErrordbError):
+    """Nothing has the name the user gave (a record key); exit status 1, like grep finding nothing."""
+
+    exit_code = 1

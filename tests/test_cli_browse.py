@@ -309,10 +309,32 @@ def test_list_filters_and_limit(db):
     assert ids("--tag", "nothing") == []
 
 
-def test_list_with_no_match_says_so_on_stderr(db):
+def test_list_with_no_match_says_so_on_stderr_and_exits_1_as_search_does(db):
     result = run(db, "list", "--repo", "nobody/nothing")
-    assert result.exit_code == 0 and result.stdout == ""
+    assert result.exit_code == 1 and result.stdout == ""
     assert result.stderr == "No record matches these filters.\n"
+    assert run(db, "list", "--repo", "nobody/nothing", "--format", "json").exit_code == 1
+
+
+def test_words_after_explain_and_search_are_joined_and_search_finds_the_class(db):
+    unquoted = run(db, "explain", "ValueError:", "DSPARK", "requires", "explicit", "layer_ids", "for", "aux", "hidden", "capture.")
+    assert unquoted.exit_code == 0 and "DSPARK requires explicit layer_ids for aux hidden capture." in unquoted.stdout
+    found = run(db, "search", "ValueError", "--format", "json")
+    classes = [hit["errorClass"] for hit in json.loads(found.stdout)["hits"]]
+    listed = json.loads(run(db, "list", "--class", "ValueError", "--format", "json").stdout)
+    assert classes.count("ValueError") == len(listed) >= 2  # the class is searched, not only the text
+    assert run(db, "search", "layer", "ids", "capture").stdout == run(db, "search", "layer ids capture").stdout
+
+
+def test_a_record_is_named_by_any_unique_start_of_its_id_or_end_of_its_slug(db):
+    from helpers import KIMI_VALUE_ERROR
+
+    for key in (KIMI_VALUE_ERROR[:6], KIMI_VALUE_ERROR[:10]):  # a draft's slug ends with its id's first six digits
+        result = run(db, "show", key, "--format", "json")
+        assert result.exit_code == 0 and json.loads(result.stdout)["record"]["id"] == KIMI_VALUE_ERROR, key
+    missing = run(db, "show", "zzzz")
+    assert missing.exit_code == 1 and "zzzz: no such record" in missing.stderr
+    assert run(db, "repro", "zzzz").exit_code == 1  # the same situation, the same status in every command
 
 
 def test_list_table_cleans_hostile_text(db):

@@ -42,7 +42,7 @@ def test_repro_refuses_a_record_without_a_reviewed_definition(tmp_path):
     runner = CliRunner()
     assert runner.invoke(cli, ["repro"]).exit_code == 2
     missing = runner.invoke(cli, ["repro", "no-such-record"])
-    assert missing.exit_code == 2 and "no such record" in missing.stderr
+    assert missing.exit_code == 1 and "no such record" in missing.stderr  # as show says it
 
 
 def test_repro_digest_prints_the_pins_of_the_reviewed_definition():
@@ -51,7 +51,7 @@ def test_repro_digest_prints_the_pins_of_the_reviewed_definition():
     pinned = tomllib.loads(DEFINITION.read_text(encoding="utf-8"))["reviewed"]
     assert result.stdout.splitlines() == [f'{rid} = "{pinned[rid]}"' for rid in (KIMI_VALUE_ERROR, KIMI_PP_ERROR)]
     missing = CliRunner().invoke(cli, ["repro", "--digest", "no-such-record"])
-    assert missing.exit_code == 2 and "no such record" in missing.stderr
+    assert missing.exit_code == 1 and "no such record" in missing.stderr
 
 
 def _transcripts_into(monkeypatch, folder: Path) -> None:

@@ -42,7 +42,7 @@ sys.path.insert(0, str(HERE))
 from dataset import Project, cache_dir, fetch, harvested, projects  # noqa: E402
 
 import errordb  # noqa: E402
-from errordb.store import bundled_records_dir, ingest  # noqa: E402
+from errordb.store import STORE_VERSION, bundled_records_dir, ingest  # noqa: E402
 from errordb.text import one_line  # noqa: E402
 
 
@@ -148,7 +148,7 @@ def main() -> None:
     options = parser.parse_args()
     cases = [Case.load(path) for path in sorted((HERE / "cases").glob("*.toml")) if options.k in path.stem]
     by_repo = {project.repo: project for project in projects()}
-    db = cache_dir() / "store.db"
+    db = cache_dir() / f"store-{STORE_VERSION}.db"  # a store of another layout is not reused
     trees = harvested(cache_dir(), {project: fetch(project, cache_dir()) for project in projects()})
     ingest([*trees, bundled_records_dir()], db, prune=True)
     errordb.explain("ValueError: warm-up", db)  # the first call opens the store and compiles the patterns

@@ -76,12 +76,9 @@ def write_transcripts(db: Any) -> list[Path]:
 
 
 def _record_id(db: Any, key: str) -> str:
-    from errordb.store import find_record_id
+    from errordb.store.read import resolve_record_id
 
-    record_id = find_record_id(db, key)
-    if record_id is None:
-        raise ErrordbError(f"{key}: no such record")
-    return record_id
+    return resolve_record_id(db, key)
 
 
 def _reproduction_of(db: Any, key: str) -> Reproduction:

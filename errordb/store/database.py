@@ -49,7 +49,7 @@ SCALAR_FIELDS = (
 
 
 #: Bumped whenever the table layout changes; a database of another layout is refused.
-STORE_VERSION = "5"
+STORE_VERSION = "6"
 
 
 RECORD_COLUMNS: dict[str, type] = {
@@ -64,7 +64,9 @@ RECORD_COLUMNS: dict[str, type] = {
 }  # fmt: skip
 
 
-FTS_RECORD_COLUMNS = ["errorMessage", "documentation", "triggerScenarios", "commonSituations"]
+#: What full-text search reads of a record (the class last: ``errordb search ValueError`` finds
+#: every record that raises one).
+FTS_RECORD_COLUMNS = ["errorMessage", "documentation", "triggerScenarios", "commonSituations", "errorClass"]
 
 
 #: The full-text tokenizer (Porter stemming over unicode61); errordb.publish.changes stems with it too.

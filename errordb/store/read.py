@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,9 @@ def get_record(db: sqlite_utils.Database, record_id: str) -> dict[str, Any] | No
 
 
 def find_record_id(db: sqlite_utils.Database, key: str) -> str | None:
-    """The id of the record named by ``key``: an id, a slug, or a page or JSON URL ending in one."""
+    """The id of the record named by ``key``: an id, a slug, or a page or JSON URL ending in one;
+    else the one record whose id starts with ``key`` or whose slug ends with it (``b318b4``, the
+    id's first digits a draft's slug ends with)."""
     candidates = [key.strip()]
     tail = key.strip().rstrip("/").rsplit("/", 1)[-1]
     candidates += [tail, tail.removesuffix(".json")]
@@ -40,7 +43,38 @@ def find_record_id(db: sqlite_utils.Database, key: str) -> str | None:
         row = db.execute("SELECT id FROM records WHERE id = ? OR slug = ?", [candidate, candidate]).fetchone()
         if row:
             return row[0]
-    return None
+    found = records_named_by_part(db, key)
+    return found[0] if len(found) == 1 else None
+
+
+def resolve_record_id(db: sqlite_utils.Database, key: str) -> str:
+    """The id of the record ``key`` names (:func:`find_record_id`); :class:`~errordb.errors.NotFound`
+    saying so, or naming the records it could be, otherwise."""
+    from errordb.errors import NotFound
+
+    record_id = find_record_id(db, key)
+    if record_id is not None:
+        return record_id
+    several = records_named_by_part(db, key)
+    if len(several) > 1:
+        more = "" if len(several) < 5 else ", ..."
+        raise NotFound(f"{key}: names several records ({', '.join(several)}{more}); give more of the id or slug")
+    raise NotFound(f"{key}: no such record (give an id, a slug, the end of a slug or a page URL; `errordb search` finds them)")
+
+
+#: A part of an id or a slug that may name a record on its own: a few letters, digits or hyphens.
+_PART = re.compile(r"[0-9a-z-]{4,80}")
+
+
+def records_named_by_part(db: sqlite_utils.Database, key: str, limit: int = 5) -> list[str]:
+    """The ids (at most ``limit``) of the records whose id starts with ``key`` or whose slug ends
+    with ``-key``: one means ``key`` names it, more that it is ambiguous."""
+    key = key.strip()
+    if not _PART.fullmatch(key):
+        return []
+    rows = db.execute("SELECT id FROM records WHERE id LIKE ? || '%' OR slug LIKE '%-' || ? ORDER BY id LIMIT ?",
+                      [key, key, limit]).fetchall()
+    return [row[0] for row in rows]
 
 
 DERIVED_COLUMNS = ("datasetVersion", "function", "contentHash")
