@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import io
 import json
 import shutil
@@ -92,15 +93,23 @@ def _remember_db(ctx: click.Context, param: click.Parameter, value: Path | None)
     return value
 
 
-def db_option(function):
+color_option = click.option("--color/--no-color", default=None,
+                            help="Force colour on or off (default: on a terminal, or with FORCE_COLOR or CLICOLOR_FORCE set; never with NO_COLOR set).")
+
+
+def db_option(function, help: str = "SQLite database to use (env ERRORDB_DB). Default: one built from the bundled records."):  # noqa: A002
     return click.option(
         "--db",
         "db_path",
         type=click.Path(dir_okay=False, path_type=Path),
         envvar="ERRORDB_DB",
         callback=_remember_db,
-        help="SQLite database to use (env ERRORDB_DB). Default: one built from the bundled records.",
+        help=help,
     )(function)
+
+
+#: Where ``ingest`` writes without ``--db`` or ``ERRORDB_DB`` (the embedded default is never written).
+INGEST_DEFAULT_DB = Path("errordb.db")
 
 
 @click.group(cls=ErrordbGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -126,7 +135,7 @@ def cli(debug: bool) -> None:
 @click.argument("words", nargs=-1, metavar="[TEXT]...")
 @click.option("-f", "--file", "log_file", type=click.Path(dir_okay=False, path_type=Path), help="Read the traceback or log from this file.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
-@click.option("--color/--no-color", default=None, help="Force colour on or off (default: on a terminal, unless NO_COLOR is set).")
+@color_option
 @db_option
 def explain(words: tuple[str, ...], log_file: Path | None, output_format: str, color: bool | None, db_path: Path | None) -> None:
     """Say which known error a traceback, log or message is, and how to fix it.
@@ -154,6 +163,8 @@ def explain(words: tuple[str, ...], log_file: Path | None, output_format: str, c
     if log_file is not None:
         source = _read_lines(log_file)
     elif text == "-":
+        if sys.stdin.isatty():  # else it would wait without a word
+            click.echo("Paste the traceback or log, then press Ctrl-D on a line of its own (Ctrl-Z, Enter on Windows).", err=True)
         source = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
     else:
         source = text
@@ -217,7 +228,8 @@ def _read_lines(path: Path):
 
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(exists=False, path_type=Path))
-@db_option
+@functools.partial(db_option, help="SQLite database to write (env ERRORDB_DB). Default: ./errordb.db, which other commands "
+                                   "read only when given it (--db errordb.db, or ERRORDB_DB).")
 @click.option("--prune", is_flag=True, help="Remove records whose files are gone.")
 @click.option("--families", "families_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="families.toml to use (default: the one beside the records).")
@@ -241,10 +253,12 @@ def ingest(paths: tuple[Path, ...], db_path: Path | None, prune: bool, families_
     # The bar's total costs a walk of the files: only worth it when a bar will be drawn.
     total = count_records(list(paths) or [bundled_records_dir()]) if not quiet and sys.stderr.isatty() else None
     with _progress("ingest", total, quiet) as advance:
-        report = ingest_records(list(paths) or None, db_path or Path("errordb.db"), prune=prune, families_path=families_path,
+        report = ingest_records(list(paths) or None, db_path or INGEST_DEFAULT_DB, prune=prune, families_path=families_path,
                                 progress=advance)  # fmt: skip
     if not quiet:
-        click.echo(f"{db_path or 'errordb.db'}: {report.summary()}", err=True)
+        click.echo(f"{db_path or INGEST_DEFAULT_DB}: {report.summary()}", err=True)
+        if db_path is None:
+            click.echo(f"Other commands read it when given it: --db {INGEST_DEFAULT_DB}, or export ERRORDB_DB={INGEST_DEFAULT_DB}.", err=True)
 
 
 @cli.command()
@@ -396,9 +410,6 @@ def _stdout_color(color: bool | None) -> bool:
     from errordb.explainer.render import use_color
 
     return use_color(sys.stdout, color)
-
-
-color_option = click.option("--color/--no-color", default=None, help="Force colour on or off (default: on a terminal, unless NO_COLOR is set).")
 
 
 @cli.command()

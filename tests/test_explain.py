@@ -268,3 +268,27 @@ def test_nothing_matched_says_where_in_the_users_own_code_it_was_raised(tmp_path
     assert f"In your code: {script}, line 5, in load return json.loads(\"{{\")" in words
     markdown = run("-", "--format", "markdown", input=traceback_text).stdout
     assert f"In your code: `{script}, line 5, in load` `return json.loads(\"{{\")`" in markdown
+
+
+def test_force_color_and_clicolor_force_turn_colour_on_and_no_color_wins():
+    message = "ValueError: DSPARK requires explicit layer_ids for aux hidden capture."
+    for env, coloured in (({"FORCE_COLOR": "1"}, True), ({"CLICOLOR_FORCE": "1"}, True), ({"FORCE_COLOR": "0"}, False),
+                          ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, False), ({}, False)):  # fmt: skip
+        result = CliRunner().invoke(cli, ["explain", message], env={"NO_COLOR": None, "FORCE_COLOR": None, "CLICOLOR_FORCE": None, **env})
+        assert ("\x1b[" in result.stdout) == coloured, env
+
+
+def test_explain_dash_on_a_terminal_says_what_it_waits_for():
+    import pty
+
+    leader, follower = pty.openpty()  # a real terminal as standard input
+    try:
+        process = subprocess.Popen([sys.executable, "-m", "errordb", "explain", "-", "--no-color"], stdin=follower,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        os.close(follower)
+        os.write(leader, b"ValueError: DSPARK requires explicit layer_ids for aux hidden capture.\n\x04")
+        out, err = process.communicate(timeout=120)
+    finally:
+        os.close(leader)
+    assert err.startswith("Paste the traceback or log, then press Ctrl-D")
+    assert "dspark-requires-explicit-layer-ids-for-aux-hidden" in out and process.returncode == 0

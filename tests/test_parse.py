@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import tracemalloc
+from unittest import mock
 from pathlib import Path
 
 import pytest
@@ -1871,3 +1872,20 @@ def test_ipython_and_jupyter_tracebacks_give_their_frames(text, frames):
     (exc,) = parse_text(text)
     assert (exc.exc_type, exc.message) == ("ValueError", "bad thing")
     assert [(f.file, f.line, f.function, f.source) for f in exc.frames] == frames
+
+
+def test_a_class_of_a_module_of_exceptions_wakes_the_fast_path_wherever_its_name_starts():
+    # Found by tests/reliability's fast-path property: a log read in chunks of 16 characters put
+    # "errors.ConfigErr" at the start of a chunk, a class in the module "errors" that no other
+    # trigger catches; the block was skipped though the full parse reads it.
+    from errordb.explainer.parse.fastpath import all_noise
+
+    for line in ("errors.C: bad config", "exceptions.Missing: x", "exc.Gone: y", "app.errors.Bad: z"):
+        assert parse_text(line)[0].exc_type == line.split(":")[0]
+        assert not all_noise((line + "\n",)) and not all_noise(["INFO ok\n"] * 3 + [line + "\n"])
+    text = "\n".join(["INFO ok"] * 70) + "\nerrors.C: bad config\n"
+    chunks = [text[i : i + 16] for i in range(0, len(text), 16)]
+    fast = [(e.exc_type, e.message) for e in iter_exceptions(chunks)]
+    with mock.patch.object(driver, "all_noise", lambda lines, text=None: False):
+        full = [(e.exc_type, e.message) for e in iter_exceptions(chunks)]
+    assert fast == full and any(exc_type and exc_type.startswith("errors.") for exc_type, _ in fast), fast

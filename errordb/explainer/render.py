@@ -61,11 +61,15 @@ class Style:
 
 
 def use_color(stream: Any, requested: bool | None) -> bool:
-    """Colour only on a terminal, never with ``NO_COLOR`` set or ``--no-color``."""
+    """``--color``/``--no-color`` when given; else never with ``NO_COLOR`` set, always with
+    ``FORCE_COLOR`` or ``CLICOLOR_FORCE`` set (not "0": the conventions of no-color.org and
+    bixense.com/clicolors, for CI logs and pagers), and otherwise only on a terminal."""
     if requested is not None:
         return requested
     if os.environ.get("NO_COLOR"):
         return False
+    if any(os.environ.get(name, "0") not in ("", "0") for name in ("FORCE_COLOR", "CLICOLOR_FORCE")):
+        return True
     return bool(getattr(stream, "isatty", lambda: False)())
 
 

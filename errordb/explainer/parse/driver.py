@@ -292,7 +292,8 @@ def _line_blocks(lines: Iterable) -> Iterator[tuple[list[str], str | None]]:
     line.
     """
     chunks = iter(lines)
-    while True:
+    ended = False
+    while not ended:
         block: list = []
         try:
             block.extend(islice(chunks, BLOCK_LINES))
@@ -300,6 +301,9 @@ def _line_blocks(lines: Iterable) -> Iterator[tuple[list[str], str | None]]:
             # The input itself failed: what it gave before still counts, as it did line by line.
             yield from _split_block(block)
             raise
+        # A short block is the end: the input is not read again (a terminal's end, Ctrl-D, is
+        # not sticky, and another read would wait for a second one).
+        ended = len(block) < BLOCK_LINES
         if not block:
             return
         try:

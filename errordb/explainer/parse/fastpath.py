@@ -50,14 +50,14 @@ _TRIGGERS = (
     # ... or is a builtin name, which (today) always contains one of them anyway.
     *sorted(n for n in BUILTIN_EXCEPTIONS if not any(sfx in n for sfx in CLASS_SUFFIXES)),
 )
-# Triggers that start with "." or a double quote, then "e": a class in a module of exceptions
-# ("requests.exceptions.MissingSchema"), which need not end in a suffix, and the message fields
-# of JSON error bodies (AWS Lambda's, structlog's), which the driver pairs with a class field.
-_PLAIN_TRIGGERS = (
-    *(f".{module}." for module in sorted(EXCEPTION_MODULES)),
-    *(f'"{key}"' for key in JSON_MESSAGE_KEYS),
-)
-assert all(t[0] in '."' and t[1] == "e" for t in _PLAIN_TRIGGERS), "the plain triggers share one prefilter"
+# Triggers that start with a double quote, then "e": the message fields of JSON error bodies
+# (AWS Lambda's, structlog's), which the driver pairs with a class field.
+_PLAIN_TRIGGERS = tuple(f'"{key}"' for key in JSON_MESSAGE_KEYS)
+assert all(t[0] == '"' and t[1] == "e" for t in _PLAIN_TRIGGERS), "the plain triggers share one prefilter"
+# A class in a module of exceptions ("requests.exceptions.MissingSchema", or "errors.C" at the
+# start of a line), which need not end in a suffix: the module's name and its dot.
+_MODULE_TRIGGERS = tuple(f"{module}." for module in sorted(EXCEPTION_MODULES))
+assert all(t[-2] in "sc" for t in _MODULE_TRIGGERS), "the module triggers share one prefilter"
 # pytest's short summary "FAILED id - msg" / "ERROR id - msg" needs its " - " as well.
 _SUMMARY_TRIGGERS = ("FAILED ", "ERROR ")
 
@@ -69,7 +69,8 @@ _SUMMARY_TRIGGERS = ("FAILED ", "ERROR ")
 # keeps ASCII bytes for ASCII characters only, so encoding neither loses a trigger nor makes one
 # up; C1 controls, which clean_line removes too, are two bytes (\xc2 \x80-\x9f): _C1_UTF8_RE.
 # "." and the double quote both become \x04, so that one scan for "\x04e" finds where a plain
-# trigger may be (each scan of a block costs as much as the rest of the test).
+# trigger may be, and two for "s\x04" and "c\x04" where a module trigger may be (each scan of a
+# block costs as much as the rest of the test).
 _ANCHORS = frozenset(t[0] for t in _TRIGGERS + _SUMMARY_TRIGGERS)
 assert all(ord(c) < 128 and c.isupper() for c in _ANCHORS), "a trigger must start with an ASCII capital"
 _FAST_TABLE = bytes(
@@ -80,6 +81,7 @@ _C1_UTF8_RE = re.compile(rb"\xc2[\x80-\x9f]")
 _FAST_TRIGGERS = [t.encode().translate(_FAST_TABLE) for t in _TRIGGERS]
 _FAST_SUMMARIES = [t.encode().translate(_FAST_TABLE) for t in _SUMMARY_TRIGGERS]
 _FAST_PLAIN = [t.encode().translate(_FAST_TABLE) for t in _PLAIN_TRIGGERS]
+_FAST_MODULES = [t.encode().translate(_FAST_TABLE) for t in _MODULE_TRIGGERS]
 _TRIGGER_RE = re.compile(
     # \x01, then a look at the next byte, which turns away most capitals (of "INFO", "TP0", ...)
     # before the alternatives are tried one by one.
@@ -128,6 +130,7 @@ def all_noise(lines: list[str] | tuple[str, ...], text: str | None = None) -> bo
     return not (
         _TRIGGER_RE.search(data)
         or (b"\x04e" in data and any(trigger in data for trigger in _FAST_PLAIN))
+        or ((b"s\x04" in data or b"c\x04" in data) and any(trigger in data for trigger in _FAST_MODULES))
         or ("in " in text and _LOC_IN_RE.search(data))
         or _LINE_END_RE.search("\n" + text[::-1])
     )
