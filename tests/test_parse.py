@@ -17,7 +17,7 @@ from errordb.explainer.parse import chain, driver
 from errordb.explainer.parse import Frame, ParsedException, iter_exceptions, parse_text
 from errordb.explainer.parse.lines import strip_prefixes
 
-REF = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "cpython-tracebacks"
+REF = Path(__file__).resolve().parent / "data" / "cpython-tracebacks"  # what CPython 3.8-3.13 printed: its README
 LOGS = Path(__file__).resolve().parent / "data" / "logs"
 VERSIONS = ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]
 ROLES = {"root", "cause", "context", "group-member"}

@@ -537,7 +537,7 @@ def test_invisible_characters_in_the_input_are_shown_not_obeyed(tmp_path, db, fi
 # The fast path changes nothing
 # --------------------------------------------------------------------------------------------
 
-_REFERENCE = REPO.parent / "shared" / "reference" / "cpython-tracebacks"
+_REFERENCE = REPO / "tests" / "data" / "cpython-tracebacks"
 _SAMPLE_TEXTS = [p.read_text(encoding="utf-8") for p in sorted((REPO / "examples").glob("*.log"))]
 _SAMPLE_TEXTS += [p.read_text(encoding="utf-8") for p in sorted((REPO / "tests" / "data" / "logs").glob("*"))]
 if _REFERENCE.is_dir():
