@@ -96,7 +96,7 @@ def show(db: Any, key: str, output_format: str = "text", *, color: bool = False,
     """
     from errordb.explainer import render
     from errordb.repro import reproduction_text
-    from errordb.store import get_envelope, get_record
+    from errordb.store import get_envelope, get_family, get_record
 
     record_id = resolve(db, key)
     if output_format == "json":
@@ -104,6 +104,7 @@ def show(db: Any, key: str, output_format: str = "text", *, color: bool = False,
 
         return canonical_json(get_envelope(db, record_id))
     record = get_record(db, record_id)
+    record["family"] = get_family(db, record.get("backgroundTag"))
     if output_format == "markdown":
         return render.render_record_markdown(record)
     if output_format != "text":

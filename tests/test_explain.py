@@ -292,3 +292,13 @@ def test_explain_dash_on_a_terminal_says_what_it_waits_for():
         os.close(leader)
     assert err.startswith("Paste the traceback or log, then press Ctrl-D")
     assert "dspark-requires-explicit-layer-ids-for-aux-hidden" in out and process.returncode == 0
+
+
+def test_explain_and_show_name_the_failure_family_of_the_record():
+    message = "ValueError: DSPARK requires explicit layer_ids for aux hidden capture."
+    text = run(message, "--no-color").stdout
+    assert "Failure family Missing required argument" in text
+    markdown = run(message, "--format", "markdown").stdout
+    assert "Failure family: **Missing required argument**." in markdown
+    shown = CliRunner().invoke(cli, ["show", KIMI_VALUE_ERROR, "--no-color"]).stdout
+    assert "Failure family Missing required argument" in shown

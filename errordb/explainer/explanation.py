@@ -212,7 +212,7 @@ def explain_exceptions(exceptions: Iterable[Any], db: Any, limit: int | None = N
 
 def _best_records(db: Any, findings: list[Finding]) -> dict[str, dict[str, Any]]:
     """The stored record of each best match, read once each."""
-    from errordb.store import get_record
+    from errordb.store import get_family, get_record
 
     records: dict[str, dict[str, Any]] = {}
     for finding in findings:
@@ -220,6 +220,7 @@ def _best_records(db: Any, findings: list[Finding]) -> dict[str, dict[str, Any]]
             if match.id not in records:
                 record = get_record(db, match.id)
                 if record is not None:
+                    record["family"] = get_family(db, record.get("backgroundTag"))  # shown with it
                     records[match.id] = record
     return records
 

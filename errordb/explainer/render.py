@@ -110,6 +110,9 @@ def record_sections(record: dict[str, Any], style: Style, width: int, transcript
     sections = [style.dim(header), style.bold(clean(record["errorMessage"] or f"{record['errorClass']} (raised without a message)"))]
     if record.get("documentation"):
         sections.append(style.cyan("What it means") + "\n" + _para(record["documentation"], width))
+    if record.get("family"):
+        family = record["family"]
+        sections.append(style.cyan("Failure family") + f" {clean(family['title'])}\n" + _para(family["summary"] or "", width))
     sections.append(
         style.cyan("Thrown at")
         + f" {clean(record['filePath'])}:{record['lineNumber']}"
@@ -290,6 +293,8 @@ def record_markdown_sections(record: dict[str, Any], match: Any = None) -> list[
         out.append(f"Why: {md_escape(_evidence_line(match))}")
     if record.get("documentation"):
         out.append(md_escape(record["documentation"]))
+    if record.get("family"):
+        out.append(f"Failure family: **{md_escape(record['family']['title'])}**. {md_escape(record['family']['summary'] or '')}".rstrip())
     if record.get("solutions"):
         out.append("\n".join(f"{n}. {md_escape(s)}" for n, s in enumerate(record["solutions"], start=1)))
     if record.get("exampleFix"):

@@ -161,3 +161,11 @@ def iter_path_names(db: sqlite_utils.Database) -> Iterator[tuple[str, str, str, 
         tags.setdefault(record_id, []).append(tag)
     for record_id, repo, slug, family in db.execute("SELECT id, repo, slug, backgroundTag FROM records ORDER BY id"):
         yield record_id, repo, slug, tags.get(record_id, []), family
+
+
+def get_family(db: sqlite_utils.Database, tag: str | None) -> dict[str, str] | None:
+    """The failure family ``tag`` names (``tag``, ``title``, ``summary``, ``explanation``), or None."""
+    if not tag:
+        return None
+    row = db.execute("SELECT tag, title, summary, explanation FROM families WHERE tag = ?", [tag]).fetchone()
+    return dict(zip(("tag", "title", "summary", "explanation"), row)) if row else None
