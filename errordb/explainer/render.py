@@ -79,17 +79,31 @@ def terminal_width() -> int:
 
 def _para(text: str, width: int, indent: str = "  ") -> str:
     return "\n".join(
-        textwrap.fill(line, width=width, initial_indent=indent, subsequent_indent=indent) if line.strip() else ""
+        textwrap.fill(line, width=width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False,
+                      break_long_words=False) if line.strip() else ""  # a path or URL longer than the line stays whole
         for line in clean(text).split("\n")
     )
 
 
-def _code(text: str, indent: str = "    ") -> str:
-    return "\n".join(indent + line for line in clean(text).split("\n"))
+def _fit(line: str, width: int | None) -> str:
+    """A line of code as it fits ``width``: never wrapped (a wrapped line of code reads as two),
+    cut with a marker instead."""
+    return line if width is None or len(line) <= width else line[: max(width - 1, 1)] + "…"
 
 
-def snippet_view(record: dict[str, Any], style: Style, context: int = 6) -> str:
-    """The snippet around the throwing line, with real line numbers and the raise marked."""
+def _code(text: str, indent: str = "    ", width: int | None = None) -> str:
+    return "\n".join(_fit(indent + line, width) for line in clean(text).split("\n"))
+
+
+def _labelled(label: str, text: str, style: Style, width: int, indent: str = "  ") -> str:
+    """``label text`` wrapped at word boundaries to ``width``, the label styled as a heading."""
+    wrapped = textwrap.fill(f"{label} {text}", width=width, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False)
+    return style.cyan(label) + wrapped[len(label):]
+
+
+def snippet_view(record: dict[str, Any], style: Style, context: int = 6, width: int | None = None) -> str:
+    """The snippet around the throwing line, with real line numbers and the raise marked (lines
+    longer than ``width`` are cut, never wrapped)."""
     lines = snippet_lines(clean(record["sourceCode"]))
     index = record["lineNumber"] - record["sourceCodeStart"]
     low, high = max(0, index - context), min(len(lines), index + context + 1)
@@ -98,7 +112,7 @@ def snippet_view(record: dict[str, Any], style: Style, context: int = 6) -> str:
     for i in range(low, high):
         number = record["sourceCodeStart"] + i
         marker = ">" if i == index else " "
-        text = f"  {marker} {number:>{digits}} | {lines[i]}"
+        text = _fit(f"  {marker} {number:>{digits}} | {lines[i]}", width)
         out.append(style.red(text) if i == index else style.dim(text) if not lines[i].strip() else text)
     return "\n".join(out)
 
@@ -112,14 +126,9 @@ def record_sections(record: dict[str, Any], style: Style, width: int, transcript
         sections.append(style.cyan("What it means") + "\n" + _para(record["documentation"], width))
     if record.get("family"):
         family = record["family"]
-        sections.append(style.cyan("Failure family") + f" {clean(family['title'])}\n" + _para(family["summary"] or "", width))
-    sections.append(
-        style.cyan("Thrown at")
-        + f" {clean(record['filePath'])}:{record['lineNumber']}"
-        + (f" in {clean(record['function'])}" if record.get("function") else "")
-        + "\n"
-        + snippet_view(record, style)
-    )
+        sections.append(_labelled("Failure family", clean(family["title"]), style, width) + "\n" + _para(family["summary"] or "", width))
+    place = f"{clean(record['filePath'])}:{record['lineNumber']}" + (f" in {clean(record['function'])}" if record.get("function") else "")
+    sections.append(_labelled("Thrown at", place, style, width) + "\n" + snippet_view(record, style, width=width))
     if record.get("solutions"):
         items = "\n".join(
             textwrap.fill(clean(s), width=width, initial_indent=f"  {n}. ", subsequent_indent="     ")
@@ -128,7 +137,7 @@ def record_sections(record: dict[str, Any], style: Style, width: int, transcript
         sections.append(style.cyan("Solutions") + "\n" + items)
     for key, title in (("exampleFix", "Example fix"), ("validationCode", "Validation"), ("typeGuard", "Type guard"), ("tryCatchPattern", "Try/except pattern")):
         if record.get(key):
-            sections.append(style.cyan(title) + "\n" + _code(record[key]))
+            sections.append(style.cyan(title) + "\n" + _code(record[key], width=width))
     when = [f"Trigger: {record['triggerScenarios']}" if record.get("triggerScenarios") else "",
             f"Common situations: {record['commonSituations']}" if record.get("commonSituations") else ""]  # fmt: skip
     if any(when):
@@ -136,8 +145,10 @@ def record_sections(record: dict[str, Any], style: Style, width: int, transcript
     if record.get("preventionTips"):
         sections.append(style.cyan("Prevention") + "\n" + "\n".join(_para(f"- {t}", width) for t in record["preventionTips"]))
     if transcript:
-        sections.append(style.cyan("Reproduction") + "\n" + _code(transcript, "  "))
-    sections.append(style.dim(f"Page: {page}\nJSON: {json_url}\nSource: {clean(record['githubUrl'])}"))
+        sections.append(style.cyan("Reproduction") + "\n" + _code(transcript, "  ", width))
+    links = [("Page", page), ("JSON", json_url), ("Source", clean(record["githubUrl"]))]
+    # A link wider than the line goes on a line of its own, whole: a terminal can still open it.
+    sections.append(style.dim("\n".join(f"{name}: {url}" if len(name) + 2 + len(url) <= width else f"{name}:\n{url}" for name, url in links)))
     return sections
 
 
@@ -174,22 +185,23 @@ def render_terminal(
         title = f"{clean(exc.exc_type) + ': ' if exc.exc_type else ''}{clean(exc.message)}".strip()
         where = f" (from {', '.join(clean(r) for r in exc.ranks)})" if exc.ranks else ""
         role = " — root cause" if finding.root_cause else ""
-        blocks.append(style.bold(f"● {title[:500]}") + style.dim(f"{where}{role}"))
+        blocks.append(style.bold(textwrap.fill(f"● {title[:500]}{where}{role}", width=width, subsequent_indent="  ", break_on_hyphens=False, break_long_words=False)))
         if not finding.matches:
             blocks.append(_para(no_match_line(explanation), width, "  "))
             frame = _own_frame(exc)
             if frame is not None:
                 blocks.append(_para(f"In your code: {clean(_frame_place(frame))}", width, "  ")
-                              + (f"\n      {clean(frame.source)[:width]}" if frame.source else ""))
+                              + (f"\n{_fit('      ' + clean(frame.source), width)}" if frame.source else ""))
             continue
         best = finding.best
         if len(best) > 1:
-            blocks.append(style.yellow(f"  Equally likely: {len(best)} records. ") + _para(finding.tell_apart or "", width, "  ").lstrip())
+            blocks.append(style.yellow(_para(f"Equally likely: {len(best)} records. {finding.tell_apart or ''}", width, "  ")))
         for rank_number, match in enumerate(finding.matches[:5], start=1):
             record = match.record
             label = f"  {rank_number}. {clean(record['slug'])}  score {match.score:g}"
             if match not in best and match.evidence[0].kind == "message-full":
                 label += f"  (same message, raised elsewhere: {clean(record['filePath'])}:{record['lineNumber']})"
+            label = textwrap.fill(label, width=width, subsequent_indent="     ", break_on_hyphens=False, break_long_words=False)
             blocks.append(style.green(label) if match in best else label)
             blocks.append(_para(f"why: {_evidence_line(match)}", width, "     "))
         for match in best:
