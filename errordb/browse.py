@@ -20,6 +20,7 @@ import csv
 import json
 import os
 import re
+import textwrap
 import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -322,16 +323,23 @@ def render_search(result: SearchResult, *, color: bool = False, width: int | Non
     for number, hit in enumerate(result.hits, start=1):
         record = hit.record
         lines = [style.green(f"{number}. {record['slug']}")]
-        lines.append("   " + style.bold(f"{clean(record['errorClass'])}: ") + hit.message.shorten(TEXT_LIMIT).render(style))
-        lines.append("   " + style.dim(f"{clean(record['repo'])} · {clean(record['filePath'])}:{record['lineNumber']}"))
+        lines.append(_wrapped(style.bold(f"{clean(record['errorClass'])}:") + " " + hit.message.shorten(TEXT_LIMIT).render(style), width))
+        lines.append(_wrapped(style.dim(f"{clean(record['repo'])} · {clean(record['filePath'])}:{record['lineNumber']}"), width))
         for name, snippet in hit.snippets[:snippets]:
-            lines.append(f"   {style.cyan(_field_label(name))}: {snippet.shorten(TEXT_LIMIT).render(style)}")
+            lines.append(_wrapped(f"{style.cyan(_field_label(name))}: {snippet.shorten(TEXT_LIMIT).render(style)}", width))
         blocks.append("\n".join(lines))
     shown = len(result.hits)
     footer = f"{shown:,} of {result.total:,} matching record{'s' if result.total != 1 else ''}"
     if shown < result.total:
         footer += " (--limit shows more)"
     return "\n\n".join(blocks) + "\n\n" + style.dim(footer)
+
+
+def _wrapped(text: str, width: int) -> str:
+    """``text`` under a hit, wrapped at spaces to ``width`` (a colour code counts as width, so a
+    coloured line wraps a little early, never late); a path longer than the line stays whole."""
+    return textwrap.fill(text, width=width, initial_indent="   ", subsequent_indent="     ",
+                         break_on_hyphens=False, break_long_words=False)
 
 
 def _field_label(name: str) -> str:
@@ -396,6 +404,8 @@ def write_table(rows: Iterable[dict[str, Any]], out: IO[str], *, width: int | No
         return 0
     cells = [[re.sub(r"\s+", " ", clean(str(get(row)))) for _, get in TABLE_COLUMNS] for row in sample]
     widths = [min(TABLE_CELL, max(len(header), *(len(c[i]) for c in cells))) for i, (header, _) in enumerate(TABLE_COLUMNS)]
+    if width and sum(widths) + 2 * (len(widths) - 1) > width:
+        return _write_stacked(cells, iterator, out, width, style, widths[0])
 
     def line(values: list[str], header: bool = False) -> str:
         parts = []
@@ -415,6 +425,42 @@ def write_table(rows: Iterable[dict[str, Any]], out: IO[str], *, width: int | No
         count += 1
     for row in iterator:
         out.write(line([re.sub(r"\s+", " ", clean(str(get(row)))) for _, get in TABLE_COLUMNS]) + "\n")
+        count += 1
+    return count
+
+
+def _write_stacked(cells: list[list[str]], rows: Iterator[dict[str, Any]], out: IO[str], width: int, style: Style,
+                   slug_width: int) -> int:
+    """The table for a terminal too narrow for its four columns: each record on two lines, slug and
+    class, then repository and raise site indented, so every column is kept. A slug stays whole
+    (it names the record); a raise site too long for the line keeps its end (file and line)."""
+
+    def fit(text: str) -> str:
+        return text if len(text) <= width else text[: width - 1] + "…"
+
+    def site(text: str) -> str:
+        room = width - 4
+        return text if len(text) <= room else "…" + text[len(text) - room + 1 :]
+
+    def record(values: list[str]) -> str:
+        slug, error_class, repo, raised_at = values
+        rest = [repo, raised_at]
+        if len(slug) + 2 + len(error_class) <= width:
+            first = f"{slug.ljust(min(slug_width, width - 2 - len(error_class)))}  {error_class}"
+        else:
+            first, rest = slug, [error_class, *rest]  # the class heads the next line instead
+        joined = " · ".join(rest)
+        if len(joined) + 4 <= width:
+            return f"{first}\n    {joined}"
+        return "\n".join([first, *(fit("    " + part) for part in rest[:-1]), "    " + site(raised_at)])
+
+    out.write(style.bold(fit("SLUG  CLASS")) + "\n" + style.bold("    REPO · RAISED AT") + "\n")
+    count = 0
+    for values in cells:
+        out.write(record(values) + "\n")
+        count += 1
+    for row in rows:
+        out.write(record([re.sub(r"\s+", " ", clean(str(get(row)))) for _, get in TABLE_COLUMNS]) + "\n")
         count += 1
     return count
 

@@ -13,6 +13,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import uuid
 
 import pytest
 from helpers import KIMI_VALUE_ERROR
@@ -31,7 +32,7 @@ ValueError: DSPARK requires explicit layer_ids for aux hidden capture.
 
 def in_terminal(tmp_path, width: int, *args: str, stdin: str | None = None) -> list[str]:
     """The lines ``errordb ARGS`` shows in a tmux pane ``width`` columns wide."""
-    socket = f"errordb-{tmp_path.name}-{width}"
+    socket = f"errordb-{uuid.uuid4().hex}"  # a server of its own: never one that is still shutting down
     command = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "errordb", *args])
     if stdin is not None:
         (tmp_path / "input.txt").write_text(stdin)
@@ -73,3 +74,17 @@ def test_explain_and_show_fit_the_terminal(tmp_path, width, args, stdin):
     text_width = min(width, 120)  # prose is never set wider than 120 columns, for reading
     cut = [line for line in numbered if line.endswith("…")]
     assert all(len(line) == text_width for line in cut) and (width > 80 or cut != [])
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_list_and_search_fit_the_terminal_and_keep_every_column(tmp_path, width):
+    listed = in_terminal(tmp_path, width, "list")
+    assert too_wide(listed, width) == []
+    text = "\n".join(listed)
+    for whole in ("dspark-requires-explicit-layer-ids-for-aux-hidden-b318b4", "NotImplementedError", "sgl-project/sglang",
+                  "python/sglang/srt/models/kimi_k3.py:2892"):  # fmt: skip
+        assert whole in text, whole  # no column is dropped to make the table fit
+    found = in_terminal(tmp_path, width, "search", "layer", "capture")
+    assert too_wide(found, width) == []
+    assert "dspark-requires-explicit-layer-ids-for-aux-hidden-3083cb" in "\n".join(found)
+    assert all(not line.endswith(("rej", "capt", "lay")) for line in found)  # words are whole
