@@ -337,6 +337,7 @@ def repro(keys: tuple[str, ...], run_all: bool, output_format: str, color: bool 
     """
     from errordb.explainer.render import use_color
     from errordb.repro import commands
+    from errordb.explainer.render import terminal_width
     from errordb.repro.transcripts import render_text
     from errordb.store import open_connection
 
@@ -358,6 +359,7 @@ def repro(keys: tuple[str, ...], run_all: bool, output_format: str, color: bool 
                 click.echo(str(path))
             return
         reports = commands.run_reproductions(db, None if run_all else keys[0], unsafe=unsafe)
+        record = None if run_all else commands.record_id(db, keys[0])  # repro ID shows that record's runs
     finally:
         db.close()
     if output_format == "json":
@@ -365,7 +367,8 @@ def repro(keys: tuple[str, ...], run_all: bool, output_format: str, color: bool 
         click.echo(json.dumps(documents if run_all else documents[0], indent=2, ensure_ascii=False))
     else:
         on = use_color(sys.stdout, color)
-        click.echo("\n\n".join(render_text(r, color=on) for r in reports), color=on)
+        width = terminal_width() if sys.stdout.isatty() else None
+        click.echo("\n\n".join(render_text(r, color=on, width=width, record=record) for r in reports), color=on)
     sys.exit(0 if all(r.ok for r in reports) else 1)
 
 

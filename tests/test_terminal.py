@@ -48,7 +48,10 @@ def in_terminal(tmp_path, width: int, *args: str, stdin: str | None = None) -> l
         shown = subprocess.run([*tmux, "capture-pane", "-p", "-J", "-S", "-", "-t", "t"], check=True, capture_output=True, text=True).stdout
     finally:
         subprocess.run([*tmux, "kill-server"], check=False)
-    return shown.rstrip("\n").split("\n")
+    lines = shown.rstrip("\n").split("\n")
+    while lines and lines[-1].strip() in ("#", "$", ""):  # the shell's prompt after the command
+        lines.pop()
+    return lines
 
 
 def too_wide(lines: list[str], width: int) -> list[str]:
@@ -88,3 +91,13 @@ def test_list_and_search_fit_the_terminal_and_keep_every_column(tmp_path, width)
     assert too_wide(found, width) == []
     assert "dspark-requires-explicit-layer-ids-for-aux-hidden-3083cb" in "\n".join(found)
     assert all(not line.endswith(("rej", "capt", "lay")) for line in found)  # words are whole
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_repro_of_a_record_fits_the_terminal_and_shows_that_records_runs(tmp_path, width):
+    lines = in_terminal(tmp_path, width, "repro", KIMI_VALUE_ERROR)
+    assert too_wide(lines, width) == []
+    assert lines[-1].startswith("(the runs of Kimi K3 only")
+    runs = [line.strip() for line in lines if line.startswith("  ") and line.strip().endswith(":") and "MoE" in line]
+    assert runs == []  # Bailing MoE v3's runs are left out ...
+    assert any("Bailing MoE v3: " in line for line in lines)  # ... but not from the side-by-side comparison

@@ -75,6 +75,11 @@ def write_transcripts(db: Any) -> list[Path]:
     return written
 
 
+def record_id(db: Any, key: str) -> str:
+    """The id of the record ``key`` names (an id, a slug, their ends, a page URL)."""
+    return _record_id(db, key)
+
+
 def _record_id(db: Any, key: str) -> str:
     from errordb.store.read import resolve_record_id
 

@@ -97,11 +97,21 @@ def _table(rows: list[list[str]], width: int = 52) -> list[str]:
     return out
 
 
-def render_text(report: ReproReport | Mapping[str, Any], color: bool = False) -> str:
+def render_text(report: ReproReport | Mapping[str, Any], color: bool = False, *, width: int | None = None,
+                record: str | None = None) -> str:
     """Terminal rendering: guard code, every scenario with its code, the
     captured traceback or result, advice, and a verdict; then the side-by-side
-    table, snippet checks and disagreements.  Accepts a transcript dict too."""
+    table, snippet checks and disagreements.  Accepts a transcript dict too.
+
+    ``record``: only the guard and the runs of that record's subject (the table still shows
+    every subject). ``width``: lines of prose wrap to it, lines of code are cut with a marker,
+    and a table wider than it is shown as a list.
+    """
     data = _as_dict(report)
+    subject = data["records"].get(record, {}).get("subject") if record else None
+    if subject is not None:
+        data = {**data, "guards": [g for g in data["guards"] if g["subject"] == subject],
+                "scenarios": [{**s, "runs": [r for r in s["runs"] if r["subject"] == subject]} for s in data["scenarios"]]}
 
     def paint(text: str, code: str) -> str:
         return f"\033[{code}m{text}\033[0m" if color else text
@@ -117,7 +127,8 @@ def render_text(report: ReproReport | Mapping[str, Any], color: bool = False) ->
     for number, scenario in enumerate(data["scenarios"], 1):
         out += _scenario_lines(scenario, f"[{number}/{len(data['scenarios'])}]", paint)
     out += ["", paint("Side by side:", _BOLD)]
-    out += ["  " + line for line in _table(side_by_side(data))]
+    table = ["  " + line for line in _table(side_by_side(report))]
+    out += table if width is None or max(map(len, table)) <= width else _stacked(side_by_side(report), width)
     out += ["", paint("Record snippets:", _BOLD)]
     for check in data["snippetChecks"]:
         part = f" ({check['part']})" if check["part"] else ""
@@ -129,7 +140,35 @@ def render_text(report: ReproReport | Mapping[str, Any], color: bool = False) ->
     status = paint("OK", _GOOD) if data["ok"] else paint("FAILED", _BAD)
     out += ["", f"{status}: {totals['asRecorded']}/{totals['runs']} scenario runs as recorded, "
                 f"{totals['snippetChecksFailed']} snippet check(s) failed"]
+    if subject is not None:
+        out.append(f"(the runs of {', '.join(g['label'] for g in data['guards'])} only; `errordb repro --all` shows every subject's)")
+    if width is not None:
+        out = [_fit_line(line, width) for line in "\n".join(out).split("\n")]
     return "\n".join(out) + "\n"
+
+
+def _fit_line(line: str, width: int) -> str:
+    """A line of the report as it fits ``width``: code (indented 4 or more) cut with a marker,
+    prose wrapped at spaces under its own indent."""
+    if len(line) <= width:
+        return line
+    indent = len(line) - len(line.lstrip(" "))
+    if indent >= 4 or "\033[" in line:
+        return line[: width - 1] + "…"
+    return textwrap.fill(line.strip(), width=width, initial_indent=" " * indent, subsequent_indent=" " * (indent + 2),
+                         break_on_hyphens=False, break_long_words=False)
+
+
+def _stacked(rows: list[list[str]], width: int) -> list[str]:
+    """The side-by-side table as a list, for a terminal too narrow for its columns."""
+    header, *body = rows
+    out = []
+    for row in body:
+        out.append(textwrap.fill(f"- {row[0]}", width=width, initial_indent="  ", subsequent_indent="    "))
+        for name, cell in zip(header[1:], row[1:]):
+            out.append(textwrap.fill(f"{name}: {cell}", width=width, initial_indent="    ", subsequent_indent="      ",
+                                     break_on_hyphens=False, break_long_words=False))
+    return out
 
 
 def _guard_lines(data: Mapping[str, Any], paint) -> list[str]:
