@@ -85,7 +85,8 @@ def resolve(db: Any, key: str) -> str:
     return resolve_record_id(db, key)
 
 
-def show(db: Any, key: str, output_format: str = "text", *, color: bool = False, width: int | None = None) -> str:
+def show(db: Any, key: str, output_format: str = "text", *, color: bool = False, width: int | None = None,
+         site: str | None = None) -> str:
     """One record, rendered as explain renders its best match.
 
     ``text``: the terminal block of :func:`errordb.explainer.render.render_record`, with the committed
@@ -107,10 +108,10 @@ def show(db: Any, key: str, output_format: str = "text", *, color: bool = False,
     record = get_record(db, record_id)
     record["family"] = get_family(db, record.get("backgroundTag"))
     if output_format == "markdown":
-        return render.render_record_markdown(record)
+        return render.render_record_markdown(record, site)
     if output_format != "text":
         raise ValueError(f"unknown format {output_format!r}")
-    return render.render_record(record, color=color, width=width, transcript=reproduction_text(record_id))
+    return render.render_record(record, color=color, width=width, transcript=reproduction_text(record_id), site=site)
 
 
 # search ----------------------------------------------------------------------------------------

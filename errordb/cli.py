@@ -97,6 +97,13 @@ color_option = click.option("--color/--no-color", default=None,
                             help="Force colour on or off (default: on a terminal, or with FORCE_COLOR or CLICOLOR_FORCE set; never with NO_COLOR set).")
 
 
+site_url_option = click.option(
+    "--site-url", "site", metavar="URL", envvar="ERRORDB_SITE_URL",
+    help="Where the site is published (env ERRORDB_SITE_URL), for the records' Page and JSON links; "
+         "without it, links say `errordb show ID`.",
+)
+
+
 def db_option(function, help: str = "SQLite database to use (env ERRORDB_DB). Default: one built from the bundled records."):  # noqa: A002
     return click.option(
         "--db",
@@ -136,8 +143,10 @@ def cli(debug: bool) -> None:
 @click.option("-f", "--file", "log_file", type=click.Path(dir_okay=False, path_type=Path), help="Read the traceback or log from this file.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
 @color_option
+@site_url_option
 @db_option
-def explain(words: tuple[str, ...], log_file: Path | None, output_format: str, color: bool | None, db_path: Path | None) -> None:
+def explain(words: tuple[str, ...], log_file: Path | None, output_format: str, color: bool | None, site: str | None,
+            db_path: Path | None) -> None:  # fmt: skip
     """Say which known error a traceback, log or message is, and how to fix it.
 
     TEXT is the traceback or message itself (unquoted words are joined with spaces:
@@ -154,9 +163,11 @@ def explain(words: tuple[str, ...], log_file: Path | None, output_format: str, c
       errordb explain --file server.log --format json
     """
     from errordb.explainer.explanation import explain as explain_source
+    from errordb.explainer.render import site_url
     from errordb.store import open_connection
 
     text = " ".join(words) if words else None
+    site = site_url(site)
     if (text is None) == (log_file is None):
         raise click.UsageError("give TEXT, `-` for standard input, or --file LOG (one of them)")
     db = open_connection(db_path)
@@ -174,13 +185,13 @@ def explain(words: tuple[str, ...], log_file: Path | None, output_format: str, c
     elif output_format == "markdown":
         from errordb.explainer.render import render_markdown
 
-        click.echo(render_markdown(result), nl=False)
+        click.echo(render_markdown(result, site), nl=False)
     else:
         from errordb.explainer.render import render_terminal, use_color
         from errordb.repro import best_reproductions
 
         on = use_color(sys.stdout, color)
-        click.echo(render_terminal(result, reproductions=best_reproductions(result), color=on), color=on)
+        click.echo(render_terminal(result, reproductions=best_reproductions(result), color=on, site=site), color=on)
     sys.exit(result.exit_code)
 
 
@@ -420,8 +431,9 @@ def _stdout_color(color: bool | None) -> bool:
 @click.option("--format", "output_format", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True,
               help="json: the record file itself (compact canonical JSON, byte for byte as in records/).")
 @color_option
+@site_url_option
 @db_option
-def show(key: str, output_format: str, color: bool | None, db_path: Path | None) -> None:
+def show(key: str, output_format: str, color: bool | None, site: str | None, db_path: Path | None) -> None:
     """Show one record in full, as explain shows its best match.
 
     KEY is a record id, a slug, or a page or JSON URL ending in one. The text is explain's
@@ -437,12 +449,14 @@ def show(key: str, output_format: str, color: bool | None, db_path: Path | None)
       errordb show https://errordb.example/errors/dspark-aux-hidden-capture-requires-pp-1/ --format markdown
     """
     from errordb.browse import show as show_record
+    from errordb.explainer.render import site_url
     from errordb.store import open_connection
 
+    site = site_url(site)
     db = open_connection(db_path)
     try:
         on = _stdout_color(color) if output_format == "text" else False
-        click.echo(show_record(db, key, output_format, color=on), color=on)
+        click.echo(show_record(db, key, output_format, color=on, site=site), color=on)
     finally:
         db.close()
 

@@ -15,12 +15,12 @@ def install(db: Any = None, stream: Any = None) -> None:
     def hook(kind, value, tb):
         previous(kind, value, tb)
         try:
-            from errordb.explainer.render import render_terminal
+            from errordb.explainer.render import render_terminal, site_url
             from errordb.repro import best_reproductions
 
             result = explain(value, db)
             out = stream or sys.stderr
-            text = render_terminal(result, reproductions=best_reproductions(result), color=out.isatty())
+            text = render_terminal(result, reproductions=best_reproductions(result), color=out.isatty(), site=site_url())
             out.write(text + "\n")
         except Exception as exc:  # the user's own error matters more than ours
             (stream or sys.stderr).write(f"errordb: could not explain this error ({exc})\n")

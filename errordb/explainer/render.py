@@ -15,16 +15,33 @@ import textwrap
 from collections.abc import Mapping
 from typing import Any
 
-from errordb.records.snippet import snippet_lines
+from errordb.records.snippet import snippet_language, snippet_lines
 from errordb.text import clean
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+#: What can make Markdown of text anywhere in a line: emphasis, code, links, HTML and autolinks,
+#: strikethrough, entities, table cells (GitHub's). Brackets escaped, "(" and "!" form nothing.
+_MD_SPECIAL = re.compile(r"([\\`*\[\]<~&|]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")  # "_" inside a word is plain
+#: ... and at the start of a line: a heading, a quote, a list item, a setext underline.
+_MD_LINE_START = re.compile(r"^(\s*)([#>+=-]|\d+(?=[.)]))", re.MULTILINE)
 
 
-def site_urls(record: dict[str, Any]) -> tuple[str, str]:
-    """The record's page and JSON URLs under ``$ERRORDB_SITE_URL`` (default: site-relative paths)."""
-    base = os.environ.get("ERRORDB_SITE_URL", "/")
-    base = base if base.endswith("/") else base + "/"
+def site_url(given: str | None = None) -> str | None:
+    """Where the site is published: ``given`` (``--site-url``), else ``$ERRORDB_SITE_URL``; an
+    http(s) URL ending in ``/``, or None when none is set (links then say ``errordb show ID``)."""
+    value = (given or os.environ.get("ERRORDB_SITE_URL") or "").strip()
+    if not value:
+        return None
+    if not re.fullmatch(r"https?://[A-Za-z0-9.-]+(?::\d+)?(?:/[A-Za-z0-9._~/%-]*)?", value):
+        from errordb.errors import ErrordbError
+
+        raise ErrordbError(f"site URL {value!r}: give an http(s) URL such as https://errordb.example/ (--site-url or ERRORDB_SITE_URL)")
+    return value if value.endswith("/") else value + "/"
+
+
+def site_urls(record: dict[str, Any], base: str | None) -> tuple[str, str] | None:
+    """The record's page and JSON URLs on the site published at ``base`` (None: no site)."""
+    if base is None:
+        return None
     return f"{base}errors/{clean(record['slug'])}/", f"{base}api/errors/{record['id']}.json"
 
 
@@ -117,9 +134,10 @@ def snippet_view(record: dict[str, Any], style: Style, context: int = 6, width: 
     return "\n".join(out)
 
 
-def record_sections(record: dict[str, Any], style: Style, width: int, transcript: str | None = None) -> list[str]:
-    """The record's sections for the terminal, in the order of its web page."""
-    page, json_url = site_urls(record)
+def record_sections(record: dict[str, Any], style: Style, width: int, transcript: str | None = None,
+                    site: str | None = None) -> list[str]:
+    """The record's sections for the terminal, in the order of its web page (links on the site
+    published at ``site``, else the command that shows the record)."""
     header = f"{clean(record['repo'])} · {clean(record['severity'])} · {clean(record['errorClass'])}"
     sections = [style.dim(header), style.bold(clean(record["errorMessage"] or f"{record['errorClass']} (raised without a message)"))]
     if record.get("documentation"):
@@ -146,19 +164,23 @@ def record_sections(record: dict[str, Any], style: Style, width: int, transcript
         sections.append(style.cyan("Prevention") + "\n" + "\n".join(_para(f"- {t}", width) for t in record["preventionTips"]))
     if transcript:
         sections.append(style.cyan("Reproduction") + "\n" + _code(transcript, "  ", width))
-    links = [("Page", page), ("JSON", json_url), ("Source", clean(record["githubUrl"]))]
+    urls = site_urls(record, site)
+    links = [("Page", urls[0]), ("JSON", urls[1])] if urls else [("Show it", f"errordb show {record['id']}")]
+    links.append(("Source", clean(record["githubUrl"])))
     # A link wider than the line goes on a line of its own, whole: a terminal can still open it.
     sections.append(style.dim("\n".join(f"{name}: {url}" if len(name) + 2 + len(url) <= width else f"{name}:\n{url}" for name, url in links)))
     return sections
 
 
-def render_record(record: dict[str, Any], color: bool = False, width: int | None = None, transcript: str | None = None) -> str:
+def render_record(record: dict[str, Any], color: bool = False, width: int | None = None, transcript: str | None = None,
+                  site: str | None = None) -> str:
     """One record in full for the terminal: explain's block for its best match, and ``errordb show``.
 
     ``transcript`` is the committed reproduction
-    (:func:`errordb.repro.reproduction_text`), shown when given.
+    (:func:`errordb.repro.reproduction_text`), shown when given; ``site`` is where the site is
+    published (:func:`site_url`), for the record's links.
     """
-    return "\n\n".join(record_sections(record, Style(color), width or terminal_width(), transcript))
+    return "\n\n".join(record_sections(record, Style(color), width or terminal_width(), transcript, site))
 
 
 def _evidence_line(match: Any) -> str:
@@ -166,7 +188,8 @@ def _evidence_line(match: Any) -> str:
 
 
 def render_terminal(
-    explanation: Any, *, reproductions: Mapping[str, str] | None = None, color: bool = False, width: int | None = None
+    explanation: Any, *, reproductions: Mapping[str, str] | None = None, color: bool = False, width: int | None = None,
+    site: str | None = None,
 ) -> str:
     """The explanation as text for a terminal: each finding, its best record in full, the rest listed.
 
@@ -211,7 +234,7 @@ def render_terminal(
             record = explanation.records.get(match.id)
             if record is None:
                 continue
-            blocks.append(render_record(record, color, width, reproductions.get(match.id)))
+            blocks.append(render_record(record, color, width, reproductions.get(match.id), site))
     if explanation.omitted:
         blocks.append(style.yellow(omitted_note(explanation)))
     if explanation.similar:
@@ -249,8 +272,14 @@ def omitted_note(explanation: Any) -> str:
 
 
 def md_escape(text: str) -> str:
-    """Markdown-escape untrusted text so it cannot form links, images or HTML."""
-    return _MD_SPECIAL.sub(r"\\\1", clean(text))
+    """Markdown-escape untrusted text so that it reads as itself: no link, image, HTML, emphasis,
+    heading, quote or list item of its own; what forms nothing stays unescaped (``(+100)``)."""
+    return _MD_LINE_START.sub(_escape_line_start, _MD_SPECIAL.sub(r"\\\1", clean(text)))
+
+
+def _escape_line_start(m: re.Match[str]) -> str:
+    lead, mark = m.group(1), m.group(2)
+    return f"{lead}{mark}\\" if mark[0].isdigit() else f"{lead}\\{mark}"  # "1\." and "\#"
 
 
 def md_code_span(text: str) -> str:
@@ -266,8 +295,9 @@ def md_code_block(text: str, lang: str = "") -> str:
     return f"{fence}{lang}\n{body}\n{fence}"
 
 
-def render_markdown(explanation: Any) -> str:
-    """The explanation as Markdown, for pasting into a GitHub issue."""
+def render_markdown(explanation: Any, site: str | None = None) -> str:
+    """The explanation as Markdown, for pasting into a GitHub issue (links on the site published
+    at ``site``, else the command that shows each record)."""
     if not explanation.findings:
         return "_errordb: no exception found in the input._"
     out = []
@@ -286,7 +316,7 @@ def render_markdown(explanation: Any) -> str:
         for match in finding.best:
             record = explanation.records.get(match.id)
             if record is not None:
-                out.extend(record_markdown_sections(record, match))
+                out.extend(record_markdown_sections(record, match, site))
     if explanation.omitted:
         out.append(f"_{omitted_note(explanation)}_")
     if explanation.similar:
@@ -294,10 +324,9 @@ def render_markdown(explanation: Any) -> str:
     return "\n\n".join(out) + "\n"
 
 
-def record_markdown_sections(record: dict[str, Any], match: Any = None) -> list[str]:
+def record_markdown_sections(record: dict[str, Any], match: Any = None, site: str | None = None) -> list[str]:
     """A record's Markdown paragraphs: explain's block for a match (with its score and evidence)
     and, without ``match``, the body of ``errordb show --format markdown``."""
-    page, json_url = site_urls(record)
     score = f" (score {match.score:g})" if match is not None else ""
     out = [f"**{md_escape(record['errorClass'])}** in {md_code_span(record['repo'])} "
            f"at {md_code_span(record['filePath'] + ':' + str(record['lineNumber']))}{score}"]  # fmt: skip
@@ -310,12 +339,18 @@ def record_markdown_sections(record: dict[str, Any], match: Any = None) -> list[
     if record.get("solutions"):
         out.append("\n".join(f"{n}. {md_escape(s)}" for n, s in enumerate(record["solutions"], start=1)))
     if record.get("exampleFix"):
-        out.append(md_code_block(record["exampleFix"], "python"))
-    out.append(f"Page: {md_code_span(page)} · JSON: {md_code_span(json_url)}")
+        language = snippet_language(record["exampleFix"])
+        out.append(md_code_block(record["exampleFix"], {"python": "python", "shell": "sh"}.get(language, "")))
+    urls = site_urls(record, site)
+    links = [f"[Page](<{urls[0]}>)", f"[JSON](<{urls[1]}>)"] if urls else [f"Show it: {md_code_span('errordb show ' + record['id'])}"]
+    source = clean(record["githubUrl"])
+    if source.startswith("https://") and not any(c in source for c in "<> \n"):
+        links.append(f"[Source](<{source}>)")
+    out.append(" · ".join(links))
     return out
 
 
-def render_record_markdown(record: dict[str, Any]) -> str:
+def render_record_markdown(record: dict[str, Any], site: str | None = None) -> str:
     """One record as Markdown (``errordb show --format markdown``), headed like an explain finding."""
     title = f"### {md_escape(record['errorClass'] + (': ' if record['errorMessage'] else ''))}{md_escape(record['errorMessage'][:300])}"
-    return "\n\n".join([title, *record_markdown_sections(record)]) + "\n"
+    return "\n\n".join([title, *record_markdown_sections(record, site=site)]) + "\n"
