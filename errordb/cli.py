@@ -620,8 +620,8 @@ def serve(ctx: click.Context, records: Path | None, db_path: Path | None, host: 
 @db_option
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("site/api"), show_default=True,
               help="Folder to write the API into; it is replaced as a whole.")
-@click.option("--base-url", default="/", show_default=True,
-              help="URL the site is served at; the API's links point to <base-url>api/.")
+@click.option("--base-url", default="/", show_default=True, envvar="ERRORDB_SITE_URL",
+              help="URL the site is served at (env ERRORDB_SITE_URL); the API's links point to <base-url>api/.")
 @click.option("--sqlite", "sqlite_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write a compact copy of the database there, with Datasette metadata beside it.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
@@ -664,9 +664,10 @@ def export(db_path: Path | None, out: Path, base_url: str, sqlite_path: Path | N
 @db_option
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("site"), show_default=True,
               help="Folder to write the site into; it is replaced as a whole.")
-@click.option("--base-url", default="/", show_default=True,
-              help="Where the site is served (/, /errordb/ or https://host/errordb/): used by sitemap.xml, "
-                   "canonical links, the 404 page and the API. Links between pages are relative.")
+@click.option("--base-url", default="/", show_default=True, envvar="ERRORDB_SITE_URL",
+              help="Where the site is served (/, /errordb/ or https://host/errordb/; env ERRORDB_SITE_URL): used by "
+                   "canonical links, the 404 page and the API, and for sitemap.xml, written only for a full URL. Links "
+                   "between pages are relative.")
 @click.option("--incremental", is_flag=True, hidden=True, help="Accepted for older scripts: every build renders everything.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), help="Worker processes (default: 2 from 2000 records on, else 1).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
@@ -674,10 +675,10 @@ def build(db_path: Path | None, out: Path, base_url: str, incremental: bool, job
     """Build the static documentation site, with the JSON API under OUT/api.
 
     One page per error at errors/<slug>/, the index with the explain box, pages per
-    repository, tag and failure family, search, a page documenting the JSON API, 404.html and
-    sitemap.xml. Everything works from file:// and under any sub-path; nothing is fetched from
-    other hosts. The site is built beside OUT and swapped into place: a failed build leaves the
-    previous site as it was. Two builds of the same database are byte-identical. Every build
+    repository, tag and failure family, search, a page documenting the JSON API, 404.html and,
+    with a full --base-url, sitemap.xml. Everything works from file:// and under any sub-path;
+    nothing is fetched from other hosts. The site is built beside OUT and swapped into place: a
+    failed build leaves the previous site as it was. Two builds of the same database are byte-identical. Every build
     renders every page (to preview edits as you make them, use `errordb serve`).
 
     \b

@@ -7,7 +7,8 @@ What gets written under the output folder (:mod:`errordb.publish.paths` names th
 - ``errors/``, ``repos/<owner>/<name>/``, ``tags/<tag>/``, ``families/<tag>/``: listings,
   :data:`~errordb.publish.pages.PAGE_SIZE` errors a page; ``tags/`` and ``families/`` indexes;
 - ``search/index.html`` and its index (``search/meta.json``, ``search/chunk-<n>.json``);
-- ``docs/api/index.html`` (the JSON API explained), ``404.html``, ``sitemap.xml``, ``static/``;
+- ``docs/api/index.html`` (the JSON API explained), ``404.html``, ``sitemap.xml`` (when the
+  site's URL is known), ``static/``;
 - ``api/``: the static JSON API (:func:`errordb.publish.api.write_api`);
 - ``.build-manifest.json``: every file but the API's, with its SHA-256.
 
@@ -341,7 +342,11 @@ def search_meta(record_count: int) -> bytes:
 
 
 def sitemaps(env: Any, base_url: str, html: Iterator[tuple[str, ...]] | list[tuple[str, ...]]) -> list[tuple[str, bytes]]:
-    """``sitemap.xml``: one file, or an index of files of :data:`SITEMAP_LIMIT` URLs each."""
+    """``sitemap.xml``: one file, or an index of files of :data:`SITEMAP_LIMIT` URLs each; none
+    when the site's URL is not known (``--base-url`` a path): the protocol takes only full URLs,
+    and search engines reject the rest."""
+    if not base_url.startswith(("https://", "http://")):
+        return []
     urls = [base_url + P.public_path(path) for path in html if path != ("404.html",)]
     template = env.get_template("sitemap.xml")
     if len(urls) <= SITEMAP_LIMIT:
