@@ -29,9 +29,14 @@ def replaced_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
     removed by the next run.
     """
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    _clean_up_after_killed_runs(target)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.new-{os.getpid()}-", dir=target.parent))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _clean_up_after_killed_runs(target)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.new-{os.getpid()}-", dir=target.parent))
+    except OSError as exc:  # said of the folder asked for, not of the staging folder beside it
+        if exc.errno in (errno.EEXIST, errno.ENOTDIR) and exc.filename and not Path(exc.filename).is_dir():
+            raise ErrordbError(f"{exc.filename}: is a file, not a folder; nothing was changed") from exc
+        raise ErrordbError(f"{target}: cannot be written there ({exc.strerror or exc}); nothing was changed") from exc
     try:
         yield staging
         os.chmod(staging, 0o755)

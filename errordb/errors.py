@@ -20,7 +20,8 @@ class RecordError(ErrordbError):
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        parts = [self.source, f"record {self.record_id or '?'}"]
+        # A record whose id is unknown (unreadable, missing) is named by its file alone.
+        parts = [self.source, *([f"record {self.record_id}"] if self.record_id else [])]
         if self.field:
             parts.append(self.field)
         return ": ".join(parts + [self.problem])

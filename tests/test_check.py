@@ -112,7 +112,7 @@ def test_cli_reports_a_file_that_does_not_validate(records):
     path.write_text("{", encoding="utf-8")
     result = CliRunner().invoke(cli, ["check", str(records)])
     assert result.exit_code == 1
-    assert result.stdout.startswith(f"{path}: record ?: malformed JSON")
+    assert result.stdout.startswith(f"{path}: malformed JSON")
 
 
 def test_names_that_not_every_host_can_hold_as_files_are_flagged(records):

@@ -94,7 +94,7 @@ def test_missing_record_paths(tmp_path):
     assert_one_line_error(invoke(["ingest", str(missing), "--db", str(tmp_path / "e.db")]), str(missing), "no such file or folder")
     assert not (tmp_path / "e.db").exists()
     check = invoke(["check", str(missing)])
-    assert check.exit_code == 1 and f"{missing}: record ?: no such file or folder" in check.stdout
+    assert check.exit_code == 1 and f"{missing}: no such file or folder" in check.stdout
     serve = invoke(["serve", "--records", str(missing)])
     assert serve.exit_code == 2 and "does not exist" in serve.stderr
     families = invoke(["ingest", "--families", str(missing), "--db", str(tmp_path / "e.db")])
@@ -135,6 +135,15 @@ def test_an_output_path_that_is_a_file_is_one_line(tmp_path):
     (tmp_path / "file").write_text("x", encoding="utf-8")
     result = invoke(["export", "--db", str(db), "--out", str(tmp_path / "file" / "api")])
     assert_one_line_error(result, f"{tmp_path / 'file'}: is a file, not a folder")
+
+
+def test_an_output_folder_that_cannot_be_made_is_named_as_given_not_by_its_staging_folder(tmp_path):
+    db = tmp_path / "e.db"
+    ingest(None, db)
+    for command in ("export", "build"):
+        result = invoke([command, "--db", str(db), "--out", "/proc/errordb-out", "-q"])  # no folder can be made in /proc
+        assert_one_line_error(result, "/proc/errordb-out: cannot be written there (")
+        assert ".new-" not in result.stderr
 
 
 def test_a_bug_is_one_line_that_points_to_debug(monkeypatch):

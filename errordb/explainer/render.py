@@ -344,7 +344,7 @@ def record_markdown_sections(record: dict[str, Any], match: Any = None, site: st
     urls = site_urls(record, site)
     links = [f"[Page](<{urls[0]}>)", f"[JSON](<{urls[1]}>)"] if urls else [f"Show it: {md_code_span('errordb show ' + record['id'])}"]
     source = clean(record["githubUrl"])
-    if source.startswith("https://") and not any(c in source for c in "<> \n"):
+    if source.startswith("https://github.com/") and not any(c in source for c in "<>\\ \n"):  # as the schema requires
         links.append(f"[Source](<{source}>)")
     out.append(" · ".join(links))
     return out

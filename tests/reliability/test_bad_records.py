@@ -117,7 +117,7 @@ def _deep(records: Path) -> Path:
 class Case:
     name: str
     setup: Callable[[Path], Path]
-    record: str | None  # the id the error must name (None: "record ?")
+    record: str | None  # the id the error must name (None: none, the file alone)
     field: str | None  # the field it must name (None: a problem of the whole file)
     says: str
     source_suffix: str = ""  # ":2" for the second line of a JSON Lines file
@@ -198,7 +198,7 @@ def test_a_bad_record_file_is_one_line_exit_2_and_changes_nothing(case, store, t
     records = copy_records(tmp_path / "records")
     bad = case.setup(records)
     result = run_cli("ingest", records, "--db", store["db"], "-q")
-    where = f"{_shown(bad)}{case.source_suffix}: record {case.record or '?'}: " + (f"{case.field}: " if case.field else "")
+    where = f"{_shown(bad)}{case.source_suffix}: " + (f"record {case.record}: " if case.record else "") + (f"{case.field}: " if case.field else "")
     line = assert_one_line_error(result.stderr, result.exit_code, where, case.says)
     assert "\x1b" not in line and "\x07" not in line
     assert db_files(store["db"]) == store["before"], "the database changed"

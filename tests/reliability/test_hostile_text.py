@@ -136,6 +136,8 @@ def markdown_injections(markdown: str) -> list[str]:
     text = re.sub(r"(?ms)^(`{3,})[^\n]*\n.*?^\1[ \t]*$", "", markdown)  # fenced code blocks
     text = re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", text)  # code spans
     text = re.sub(r"\\.", "", text)  # backslash escapes are literal characters
+    # errordb's own links: the record's source on GitHub (and its page and JSON on a configured site)
+    text = re.sub(r"\[(?:Source|Page|JSON)\]\(<https://[^\s<>]*>\)", "", text)
     patterns = {
         "inline link or image": r"\]\(",
         "HTML tag or autolink": r"<[A-Za-z/!?]",
