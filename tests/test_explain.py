@@ -79,8 +79,11 @@ def test_bare_class_and_message_line():
 def test_chain_matches_every_exception_and_names_the_root_cause():
     document = as_json("--file", str(DATA / "kimi_k3_pp.log"))
     first, second = document["exceptions"]
-    assert (first["type"], first["rootCause"]) == ("NotImplementedError", True)
-    assert (second["type"], second["role"], second["rootCause"]) == ("RuntimeError", "cause", False)
+    assert (first["type"], first["role"], first["rootCause"]) == ("NotImplementedError", "root", True)
+    # raised from the first ("The above exception was the direct cause of the following exception")
+    assert (second["type"], second["role"], second["rootCause"]) == ("RuntimeError", "raised-from", False)
+    lone = as_json("ValueError: DSPARK requires explicit layer_ids for aux hidden capture.")["exceptions"]
+    assert [(e["role"], e["rootCause"]) for e in lone] == [("root", True)]  # a lone exception is its own root cause
     assert [m["id"] for m in first["matches"]] == [KIMI_PP_ERROR]
     assert second["matches"] == []
     assert top_ids(document) == [KIMI_PP_ERROR]
@@ -146,7 +149,7 @@ def test_json_output_validates_against_its_published_schema():
     for name in ("kimi_k3_layer_ids.log", "kimi_k3_pp.log", "kimi_k3_eight_ranks.log"):
         document = json.loads(run("--file", str(DATA / name), "--format", "json").stdout)
         jsonschema.validate(document, schema)
-    assert document["format"] == "errordb.explain" and document["version"] == 1
+    assert document["format"] == "errordb.explain" and document["version"] == 2
 
 
 def test_past_the_cap_exceptions_are_counted_not_reported(monkeypatch):
@@ -169,7 +172,7 @@ def test_past_the_cap_exceptions_are_counted_not_reported(monkeypatch):
 
 
 def test_a_complete_document_is_valid_against_the_schema_as_first_published():
-    """omittedExceptions is written only when something was left out, so version 1 stays
+    """omittedExceptions is written only when something was left out, so a version stays
     compatible: without it, the schema is the one first published (no other field allowed)."""
     jsonschema = pytest.importorskip("jsonschema")
     first = explain_json_schema()

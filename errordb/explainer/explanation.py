@@ -23,7 +23,7 @@ SIMILAR_LIMIT = 3
 MAX_FINDINGS = 1000
 #: Name and version of the ``--format json`` document (its schema: :mod:`errordb.explainer.result`).
 FORMAT_NAME = "errordb.explain"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 @dataclass
@@ -87,7 +87,7 @@ class Explanation:
         return 0 if any(f.matches for f in self.findings) else 1
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``--format json`` document (shape: :mod:`errordb.explainer.result`, version 1)."""
+        """The ``--format json`` document (shape: :mod:`errordb.explainer.result`, version 2)."""
         from errordb import __version__
 
         document = {
@@ -100,7 +100,7 @@ class Explanation:
             "similar": self.similar,
         }
         # Only when something was left out: a complete document stays valid against the
-        # version 1 schema as first published (which allows no other field).
+        # schema as first published (which allows no other field).
         if self.omitted:
             document["omittedExceptions"] = self.omitted
         return document
@@ -130,6 +130,13 @@ def _evidence(match: Match) -> list[dict[str, Any]]:
     return [{"kind": e.kind, "points": e.points, "detail": e.detail} for e in match.evidence]
 
 
+#: Each exception's place in its chain, as ``--format json`` (version 2) says it: the one a chain
+#: starts from, or that stands alone (``root``); one raised from the one before it (``raise ...
+#: from``: "the direct cause of the following exception"), or while the one before it was being
+#: handled; a member of an exception group.
+JSON_ROLES = {"root": "root", "cause": "raised-from", "context": "raised-during", "group-member": "group-member"}
+
+
 def _exception_dict(finding: Finding) -> dict[str, Any]:
     """One entry of the JSON document's ``exceptions``."""
     exc = finding.exception
@@ -138,8 +145,8 @@ def _exception_dict(finding: Finding) -> dict[str, Any]:
         "type": exc.exc_type,
         "message": exc.message,
         "notes": list(exc.notes),
-        "role": exc.role,
-        "rootCause": finding.root_cause,
+        "role": JSON_ROLES[exc.role],
+        "rootCause": exc.role == "root",
         "groupPath": list(exc.group_path),
         "ranks": list(exc.ranks),
         "line": exc.line_no,

@@ -1,4 +1,4 @@
-"""The documented, versioned shape of ``errordb explain --format json`` (version 1).
+"""The documented, versioned shape of ``errordb explain --format json`` (version 2).
 
 These models are the contract: :func:`explain_json_schema` publishes them as JSON Schema, and
 the tests validate real output against it. The explain code builds plain dicts (no pydantic on
@@ -57,8 +57,11 @@ class ExceptionOut(_Strict):
     type: str | None = Field(description="Class as printed, None for a bare message.")
     message: str
     notes: list[str]
-    role: Literal["root", "cause", "context", "group-member"]
-    rootCause: bool = Field(description="True for the exception a chain started from.")
+    role: Literal["root", "raised-from", "raised-during", "group-member"] = Field(
+        description="root: the exception a chain starts from, or one that stands alone; raised-from: raised from "
+                    "the one before it (`raise ... from`); raised-during: raised while the one before it was "
+                    "handled; group-member: a sub-exception of an exception group.")
+    rootCause: bool = Field(description="True for the root cause: the exception a chain starts from, or one that stands alone.")
     groupPath: list[int]
     ranks: list[str] = Field(description="Log sources (TP ranks, workers) that printed this same exception.")
     line: int = Field(description="1-based line of the input where it starts.")
@@ -75,7 +78,7 @@ class SimilarOut(_Strict):
 
 class ExplainOut(_Strict):
     format: Literal["errordb.explain"]
-    version: Literal[1]
+    version: Literal[2]
     errordbVersion: str
     datasetVersion: str | None
     exceptions: list[ExceptionOut] = Field(description=f"The exceptions found, in input order; at most the first {MAX_FINDINGS:,} (see omittedExceptions).")
@@ -90,8 +93,8 @@ class ExplainOut(_Strict):
 
 
 def explain_json_schema() -> dict:
-    """JSON Schema (draft 2020-12) of ``errordb explain --format json``, version 1."""
+    """JSON Schema (draft 2020-12) of ``errordb explain --format json``, version 2."""
     schema = ExplainOut.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "errordb explain output, version 1"
+    schema["title"] = "errordb explain output, version 2"
     return schema

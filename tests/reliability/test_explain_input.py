@@ -145,7 +145,8 @@ def test_a_100_mb_log_is_streamed_in_bounded_memory(tmp_path, db, figures):
         check_the_two_errors(result)
         done, rss[megabytes] = run_measured("explain", "--db", db, "--file", log, "--no-color")
         assert done.returncode == 0, done.stderr
-        assert done.stdout.startswith(f"● ValueError: {KIMI_MESSAGE} (from TP0, TP1, TP2)"), done.stdout[:300]
+        # (its headline wrapped to the terminal's width: compared word for word)
+        assert " ".join(done.stdout.split()).startswith(f"● ValueError: {KIMI_MESSAGE} (from TP0, TP1, TP2)"), done.stdout[:300]
         log.unlink()
     assert sizes[100] > 9.5 * sizes[10] > 95 * MB
     assert peaks[100] <= 1.5 * peaks[10] + 0.5 * MB and peaks[100] < 4 * MB, peaks
@@ -231,7 +232,7 @@ def test_one_10_mb_line_is_capped(tmp_path, db, figures):
     text = run_cli("explain", "--db", db, "--file", log)
     document = run_cli("explain", "--db", db, "--file", log, "--format", "json")
     assert text.exit_code == 0 and document.exit_code == 0
-    title = text.stdout.split("\n", 1)[0]
+    title = " ".join(text.stdout.split("\n\n", 1)[0].split())  # the headline, however it wrapped
     assert title.startswith("● ValueError: xxx") and len(title) < 600  # render cuts a title at 500 characters
     assert len(text.stdout) < 20_000  # the title, then the Kimi record's page
     doc = json.loads(document.stdout)
@@ -308,8 +309,8 @@ def test_a_chain_of_1000_exceptions_is_reported_whole(tmp_path, db, figures):
     ExplainOut.model_validate(document)
     exceptions = document["exceptions"]
     assert [e["message"] for e in exceptions] == [f"step {i}" for i in range(1000)]
-    assert [(e["role"], e["rootCause"]) for e in exceptions[:2]] == [("root", True), ("context", False)]
-    assert all(e["role"] == "context" and not e["rootCause"] for e in exceptions[1:])
+    assert [(e["role"], e["rootCause"]) for e in exceptions[:2]] == [("root", True), ("raised-during", False)]
+    assert all(e["role"] == "raised-during" and not e["rootCause"] for e in exceptions[1:])
     assert len(done.stdout) < 600 * 1000
     text = run_cli("explain", "--db", db, "--file", log)
     assert text.stdout.count("● ValueError: step ") == 1000
@@ -518,9 +519,9 @@ def test_invisible_characters_in_the_input_are_shown_not_obeyed(tmp_path, db, fi
         outputs[fmt, extra] = done.stdout
         if fmt != "json":
             assert invisible_in(done.stdout) == [], (fmt, extra)
-            shown = re.sub(r"\\(.)", r"\1", done.stdout)  # Markdown's backslash escapes undone
+            shown = " ".join(re.sub(r"\\(.)", r"\1", done.stdout).split())  # escapes undone, wrapping too
             assert "access [<U+202A><U+202B><U+202C><U+202D><U+202E><U+2066>" in shown, (fmt, shown[:300])
-    assert 'ValueError: if access_level != "user<U+202E> <U+2066># Check if admin<U+2069> <U+2066>":' in outputs["text", "--no-color"]
+    assert 'ValueError: if access_level != "user<U+202E> <U+2066># Check if admin<U+2069> <U+2066>":' in " ".join(outputs["text", "--no-color"].split())
     document = json.loads(outputs["json", "--no-color"])
     assert document["exceptions"][0]["message"] == f"access [{hidden}] denied"  # the data, exactly
     assert document["matches"][0]["id"] == KIMI_VALUE_ERROR
