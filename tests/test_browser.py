@@ -559,3 +559,22 @@ def test_error_page_screenshots_fit_the_screen(new_page, server, name, options):
     page.screenshot(path=str(_artifact(name)), full_page=True)
     assert _artifact(name).stat().st_size > 10_000
     assert watch.problems == []
+
+
+def test_every_cell_of_every_table_is_on_a_phones_screen(new_page, server):
+    """At 390 px the side-by-side comparison and "Same message, other places" are stacked: every
+    cell is inside the screen, with its column's name, and none needs a sideways scroll."""
+    page, watch = new_page(viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True, has_touch=True)
+    page.goto(server + "errors/dspark-requires-explicit-layer-ids-for-aux-hidden-3083cb/index.html")
+    cells = page.evaluate("""() => [...document.querySelectorAll('table td, table tbody th')].map(c => {
+        const box = c.getBoundingClientRect();
+        return {right: box.right, width: box.width, label: getComputedStyle(c, '::before').content, text: c.textContent.trim()};
+    })""")
+    assert len(cells) > 10
+    assert all(cell["right"] <= 390 + 0.5 and cell["width"] > 0 for cell in cells), [c for c in cells if c["right"] > 390.5][:3]
+    assert any(c["label"] == '"Bailing MoE v3: "' and "DSPARK requires explicit layer_ids" in c["text"] for c in cells)
+    assert any(c["label"] == '"Exception: "' and c["text"] == "ValueError" for c in cells)
+    wide, _ = new_page(viewport={"width": 1280, "height": 900})
+    wide.goto(server + "errors/dspark-requires-explicit-layer-ids-for-aux-hidden-3083cb/index.html")
+    assert wide.evaluate("getComputedStyle(document.querySelector('table.side-by-side tr')).display") == "table-row"
+    assert watch.problems == []
