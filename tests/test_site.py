@@ -168,7 +168,7 @@ def test_when_it_happens_and_prevention_tips(site, record_id):
 def test_family_section_links_the_family_with_its_counts(site, record_id):
     record = records_by_id()[record_id]
     family = page_of(site, record).by_id("family")
-    link = family.find("a")
+    link = next(a for a in family.find_all("a") if a.attrs.get("class") != "anchor")  # not the heading's own link
     assert link.attrs["href"] == f"../../families/{record['backgroundTag']}/index.html"
     counts = {"missing-required-argument": "2 records in 1 repository", "feature-parallelism-conflict": "1 record in 1 repository"}
     assert counts[record["backgroundTag"]] in squash(family.text())
@@ -530,3 +530,17 @@ def test_the_environment_reads_dict_fields_as_jinja2_does():
     assert template.render(d={"name": "x", "other": 1}) == "x 2 x"
     with pytest.raises(jinja2.UndefinedError):
         ours.from_string("{{ d.missing }}").render(d={})
+
+
+def test_error_pages_list_their_sections_and_link_each_heading(site):
+    for record in records_by_id().values():
+        doc = page_of(site, record)
+        toc = doc.find("nav", **{"aria-label": "On this page"})
+        targets = [a.attrs["href"] for a in toc.find_all("a")]
+        sections = [node.attrs["id"] for node in doc.find("article").iter()
+                    if node.tag in ("section", "aside") and node.attrs.get("id") not in (None, "draft")]  # fmt: skip
+        assert targets == [f"#{section}" for section in sections], record["id"]  # every section, in page order
+        for section in sections:
+            heading = doc.by_id(section).find("h2")
+            anchor = heading.find("a", class_="anchor")
+            assert anchor is not None and anchor.attrs["href"] == f"#{section}", (record["id"], section)
