@@ -115,9 +115,6 @@ def db_option(function, help: str = "SQLite database to use (env ERRORDB_DB). De
     )(function)
 
 
-#: Where ``ingest`` writes without ``--db`` or ``ERRORDB_DB`` (the embedded default is never written).
-INGEST_DEFAULT_DB = Path("errordb.db")
-
 
 @click.group(cls=ErrordbGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="errordb")
@@ -239,8 +236,8 @@ def _read_lines(path: Path):
 
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(exists=False, path_type=Path))
-@functools.partial(db_option, help="SQLite database to write (env ERRORDB_DB). Default: ./errordb.db, which other commands "
-                                   "read only when given it (--db errordb.db, or ERRORDB_DB).")
+@functools.partial(db_option, help="SQLite database to write (env ERRORDB_DB; required: the embedded default holds the "
+                                   "bundled records and is never written). Other commands read it when given it the same way.")
 @click.option("--prune", is_flag=True, help="Remove records whose files are gone.")
 @click.option("--families", "families_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="families.toml to use (default: the one beside the records).")
@@ -261,15 +258,16 @@ def ingest(paths: tuple[Path, ...], db_path: Path | None, prune: bool, families_
     from errordb.store import bundled_records_dir
     from errordb.store import ingest as ingest_records
 
+    if db_path is None:
+        raise click.UsageError("give the database to write: --db FILE, or ERRORDB_DB=FILE (then explain, show and "
+                               "the rest read it too); the embedded default holds the bundled records only")
+
     # The bar's total costs a walk of the files: only worth it when a bar will be drawn.
     total = count_records(list(paths) or [bundled_records_dir()]) if not quiet and sys.stderr.isatty() else None
     with _progress("ingest", total, quiet) as advance:
-        report = ingest_records(list(paths) or None, db_path or INGEST_DEFAULT_DB, prune=prune, families_path=families_path,
-                                progress=advance)  # fmt: skip
+        report = ingest_records(list(paths) or None, db_path, prune=prune, families_path=families_path, progress=advance)
     if not quiet:
-        click.echo(f"{db_path or INGEST_DEFAULT_DB}: {report.summary()}", err=True)
-        if db_path is None:
-            click.echo(f"Other commands read it when given it: --db {INGEST_DEFAULT_DB}, or export ERRORDB_DB={INGEST_DEFAULT_DB}.", err=True)
+        click.echo(f"{db_path}: {report.summary()}", err=True)
 
 
 @cli.command()

@@ -220,3 +220,13 @@ def test_a_failure_on_a_damaged_database_blames_the_damage(monkeypatch, tmp_path
     result = invoke(["stats", "--db", str(db)])
     assert_one_line_error(result, f"{db}: the database file is damaged (", "ingest the records into a new file")
     assert "internal error" not in result.stderr
+
+
+def test_ingest_without_a_database_says_where_to_give_it_and_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["ingest"], env={"ERRORDB_DB": None})
+    assert result.exit_code == 2 and "give the database to write: --db FILE, or ERRORDB_DB=FILE" in result.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing in the working folder
+    written = CliRunner().invoke(cli, ["ingest", "-q"], env={"ERRORDB_DB": str(tmp_path / "mine.db")})
+    assert written.exit_code == 0 and (tmp_path / "mine.db").exists()
+    assert CliRunner().invoke(cli, ["stats"], env={"ERRORDB_DB": str(tmp_path / "mine.db")}).exit_code == 0  # and the rest read it

@@ -144,7 +144,8 @@ def record_sections(record: dict[str, Any], style: Style, width: int, transcript
         sections.append(style.cyan("What it means") + "\n" + _para(record["documentation"], width))
     if record.get("family"):
         family = record["family"]
-        sections.append(_labelled("Failure family", clean(family["title"]), style, width) + "\n" + _para(family["summary"] or "", width))
+        explanation = family.get("explanation") or family["summary"] or ""
+        sections.append(_labelled("Failure family", clean(family["title"]), style, width) + "\n" + _para(explanation, width))
     place = f"{clean(record['filePath'])}:{record['lineNumber']}" + (f" in {clean(record['function'])}" if record.get("function") else "")
     sections.append(_labelled("Thrown at", place, style, width) + "\n" + snippet_view(record, style, width=width))
     if record.get("solutions"):
@@ -335,7 +336,8 @@ def record_markdown_sections(record: dict[str, Any], match: Any = None, site: st
     if record.get("documentation"):
         out.append(md_escape(record["documentation"]))
     if record.get("family"):
-        out.append(f"Failure family: **{md_escape(record['family']['title'])}**. {md_escape(record['family']['summary'] or '')}".rstrip())
+        family = record["family"]
+        out.append(f"Failure family: **{md_escape(family['title'])}**. {md_escape(family.get('explanation') or family['summary'] or '')}".rstrip())
     if record.get("solutions"):
         out.append("\n".join(f"{n}. {md_escape(s)}" for n, s in enumerate(record["solutions"], start=1)))
     if record.get("exampleFix"):
