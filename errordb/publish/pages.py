@@ -119,7 +119,7 @@ def record_page(source: Source, data: dict[str, Any]) -> Page:
                 "errorClass": r.errorClass, "repo": r.repo, "filePath": r.filePath, "fileName": r.filePath.rsplit("/", 1)[-1],
                 "lineNumber": r.lineNumber, "reasons": list(r.reasons),
             }  # fmt: skip
-            for r in related.related_records(source.conn, data, data["tags"], same)
+            for r in related.related_records(source.conn, data, data["tags"])
         ],
         "repro": reproduction_view(data),
         "datasetVersion": data["datasetVersion"],

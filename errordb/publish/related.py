@@ -8,10 +8,12 @@ Two steps, so the ranking is testable without a database:
    question reads more than a few hundred rows, so a page costs the same at any dataset size.
 2. :func:`score` weighs what a candidate shares with the record; :func:`rank` keeps the best
    :data:`MAX_RELATED` (score, then id, so the order is deterministic), never the record itself,
-   never a candidate that shares nothing.
+   never one with the same message (the page lists those in a box of their own), never a
+   candidate that shares nothing.
 
-The scores say how close two errors are for a reader: the same raise site's neighbours first,
-then the same message elsewhere, then the same family of failure, then similar wording.
+The scores say how close two errors are for a reader: the same function first, then what the
+record's message and meaning say that the other's words are about, the same module, the same
+family of failure, shared tags.
 Every question is answered in id order, so the same records give the same related errors
 whatever order they were ingested in.
 """
@@ -34,16 +36,16 @@ MOST_WORD_MATCHES = 50
 WORDS_ASKED = 3
 
 SAME_FUNCTION = 50
-SAME_FILE = 30
-SAME_MESSAGE = 40
+SAME_FILE = 20
 SAME_FAMILY = 15
 SHARED_TAG = 5
 MAX_TAG_POINTS = 15
-SIMILAR_WORDS = 30  # times the Jaccard similarity of the two messages' word sets
+SIMILAR_WORDS = 40  # times how much of the other's message and meaning the record's own words cover
 SAME_CLASS = 3
 
 #: The columns :func:`score` reads.
-COLUMNS = ("id", "slug", "repo", "errorClass", "errorMessage", "messagePattern", "filePath", "lineNumber", "function", "backgroundTag")
+COLUMNS = ("id", "slug", "repo", "errorClass", "errorMessage", "messagePattern", "filePath", "lineNumber", "function",
+           "backgroundTag", "documentation")
 _COLUMN_LIST = ", ".join(f'"{c}"' for c in COLUMNS)
 
 # Words too common in error messages to say two messages are alike.
@@ -87,17 +89,11 @@ def score(record: dict[str, Any], other: dict[str, Any], record_tags: Iterable[s
         else:
             points += SAME_FILE
             reasons.append("same file")
-    if record["errorMessage"] and (record["messagePattern"] == other["messagePattern"] or record["errorMessage"] == other["errorMessage"]):
-        points += SAME_MESSAGE
-        reasons.append("same message")
-    else:
-        mine, theirs = message_words(record["errorMessage"]), message_words(other["errorMessage"])
-        shared_words = len(mine & theirs)
-        if shared_words:
-            similarity = shared_words / (len(mine) + len(theirs) - shared_words)  # Jaccard
-            points += round(SIMILAR_WORDS * similarity, 1)
-            if similarity >= 0.2:
-                reasons.append("similar message")
+    similarity = _covered(record, other)
+    if similarity:
+        points += round(SIMILAR_WORDS * similarity, 1)
+        if similarity >= 0.3:
+            reasons.append("similar wording")
     family = record.get("backgroundTag")
     if family and family == other.get("backgroundTag"):
         points += SAME_FAMILY
@@ -112,12 +108,31 @@ def score(record: dict[str, Any], other: dict[str, Any], record_tags: Iterable[s
     return round(points, 1), reasons
 
 
+def _words(record: dict[str, Any]) -> frozenset[str]:
+    """A record's words: its message's and its meaning's (documentation; a draft has none yet)."""
+    return message_words(record["errorMessage"]) | message_words(record.get("documentation") or "")
+
+
+def _covered(record: dict[str, Any], other: dict[str, Any]) -> float:
+    """How much of ``other``'s words ``record``'s words cover (0 to 1): a short message whose
+    every word the record's message or meaning uses is about the same thing, though the
+    record's own text is longer."""
+    theirs = _words(other)
+    return len(_words(record) & theirs) / len(theirs) if theirs else 0.0
+
+
+def same_message(record: dict[str, Any], other: dict[str, Any]) -> bool:
+    """Whether two records raise the same message (the same pattern, or the same words)."""
+    return bool(record["errorMessage"]) and (
+        record["messagePattern"] == other["messagePattern"] or record["errorMessage"] == other["errorMessage"])
+
+
 def rank(record: dict[str, Any], candidates: Iterable[dict[str, Any]], tags: dict[str, list[str]], limit: int = MAX_RELATED) -> list[Related]:
     """The best ``limit`` candidates for ``record``; ``tags`` maps record ids to their tags."""
     own_tags = tags.get(record["id"], ())
     scored = []
     for other in candidates:
-        if other["id"] == record["id"]:
+        if other["id"] == record["id"] or same_message(record, other):
             continue
         points, reasons = score(record, other, own_tags, tags.get(other["id"], ()))
         if points > 0:
@@ -130,15 +145,14 @@ def rank(record: dict[str, Any], candidates: Iterable[dict[str, Any]], tags: dic
     ]  # fmt: skip
 
 
-def candidate_ids(conn: sqlite3.Connection, record: dict[str, Any], tags: list[str], same_message: Iterable[str] = ()) -> list[str]:
+def candidate_ids(conn: sqlite3.Connection, record: dict[str, Any], tags: list[str]) -> list[str]:
     """Ids of records worth scoring for ``record``: a few capped questions, each an index seek.
 
-    ``same_message`` are the ids already known to share the record's message. Family, tag and
-    word neighbours are read from the record's own id on, as if the rows were a ring
+    Family, tag and word neighbours are read from the record's own id on, as if the rows were a ring
     (:func:`_around`), so a large family does not send every page to the same few records.
     """
     record_id = record["id"]
-    found: dict[str, None] = dict.fromkeys(same_message)
+    found: dict[str, None] = {}
     same_file = "SELECT id FROM records WHERE repo = ? AND filePath = ? ORDER BY id LIMIT ?"
     found.update(dict.fromkeys(row[0] for row in conn.execute(same_file, [record["repo"], record["filePath"], PER_SOURCE + 1])))
     if record.get("backgroundTag"):
@@ -167,7 +181,7 @@ def _similar_wording(conn: sqlite3.Connection, record: dict[str, Any]) -> list[s
     most :data:`MOST_WORD_MATCHES` records' patterns contain (the store's ``terms``; a common
     word says little, and reading all its rows would cost more than the rest of the page), the
     :data:`WORDS_ASKED` longest. Quoted, so a word is never FTS5 syntax."""
-    words = sorted(message_words(record["errorMessage"]))
+    words = sorted(_words(record))
     if not words:
         return []
     marks = ",".join("?" * len(words))
@@ -188,10 +202,10 @@ def _similar_wording(conn: sqlite3.Connection, record: dict[str, Any]) -> list[s
 
 
 def related_records(
-    conn: sqlite3.Connection, record: dict[str, Any], tags: list[str], same_message: Iterable[str] = (), limit: int = MAX_RELATED,
+    conn: sqlite3.Connection, record: dict[str, Any], tags: list[str], limit: int = MAX_RELATED,
 ) -> list[Related]:
     """The related errors of ``record`` (a dict with :data:`COLUMNS`), best first."""
-    ids = candidate_ids(conn, record, tags, same_message)
+    ids = candidate_ids(conn, record, tags)
     if not ids:
         return []
     candidates, tag_map = _read_candidates(conn, ids)
