@@ -115,7 +115,6 @@ def db_option(function, help: str = "SQLite database to use (env ERRORDB_DB). De
     )(function)
 
 
-
 @click.group(cls=ErrordbGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="errordb")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks for errors.")
@@ -344,9 +343,8 @@ def repro(keys: tuple[str, ...], run_all: bool, output_format: str, color: bool 
       errordb repro --digest b318b4f842689251 ce31b31dd9a787ba
       errordb repro --write-transcripts
     """
-    from errordb.explainer.render import use_color
+    from errordb.explainer.render import terminal_width, use_color
     from errordb.repro import commands
-    from errordb.explainer.render import terminal_width
     from errordb.repro.transcripts import render_text
     from errordb.store import open_connection
 
@@ -471,8 +469,8 @@ def search(words: tuple[str, ...], repos, tags, families, classes, limit: int, r
            color: bool | None, db_path: Path | None) -> None:  # fmt: skip
     """Full-text search of classes, messages, documentation, triggers, situations and solutions.
 
-    QUERY is one or more words (quoted or not). Every word must occur (stemmed: "layers" finds "layer"); `word*` finds words
-    starting with it. Punctuation is plain text: `layer_ids` is the phrase "layer ids",
+    QUERY is one or more words, quoted or not. Every word must occur (stemmed: "layers" finds
+    "layer"); `word*` finds words starting with it. Punctuation is plain text: `layer_ids` is the phrase "layer ids",
     `"` and `:` mean nothing special. Results are ranked by bm25, message matches weighing
     most, and show each record's message and the passages that matched (highlighted; without
     colour between **). --raw takes SQLite FTS5 query syntax instead; a malformed query is
