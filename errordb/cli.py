@@ -160,13 +160,14 @@ def explain(words: tuple[str, ...], log_file: Path | None, output_format: str, c
     """
     from errordb.explainer.explanation import explain as explain_source
     from errordb.explainer.render import site_url
-    from errordb.store import open_connection
+    from errordb.store import meta, open_connection
 
     text = " ".join(words) if words else None
-    site = site_url(site)
+    site = site_url(site)  # a bad --site-url is said before anything is read
     if (text is None) == (log_file is None):
         raise click.UsageError("give TEXT, `-` for standard input, or --file LOG (one of them)")
     db = open_connection(db_path)
+    site = site or meta(db).get("siteUrl")  # else the dataset's own setting (its dataset.toml)
     if log_file is not None:
         source = _read_lines(log_file)
     elif text == "-":
@@ -416,6 +417,17 @@ def _filters(repos: tuple[str, ...], tags: tuple[str, ...], families: tuple[str,
     return Filters(repos=repos, tags=tags, families=families, classes=classes)
 
 
+def _dataset_site_url(db_path: Path | None) -> str | None:
+    """The site URL the store's dataset names for itself (its ``dataset.toml``), if any."""
+    from errordb.store import meta, open_connection
+
+    db = open_connection(db_path)
+    try:
+        return meta(db).get("siteUrl")
+    finally:
+        db.close()
+
+
 def _stdout_color(color: bool | None) -> bool:
     from errordb.explainer.render import use_color
 
@@ -446,11 +458,12 @@ def show(key: str, output_format: str, color: bool | None, site: str | None, db_
     """
     from errordb.browse import show as show_record
     from errordb.explainer.render import site_url
-    from errordb.store import open_connection
+    from errordb.store import meta, open_connection
 
     site = site_url(site)
     db = open_connection(db_path)
     try:
+        site = site or meta(db).get("siteUrl")  # else the dataset's own setting (its dataset.toml)
         on = _stdout_color(color) if output_format == "text" else False
         click.echo(show_record(db, key, output_format, color=on, site=site), color=on)
     finally:
@@ -616,8 +629,9 @@ def serve(ctx: click.Context, records: Path | None, db_path: Path | None, host: 
 @db_option
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("site/api"), show_default=True,
               help="Folder to write the API into; it is replaced as a whole.")
-@click.option("--base-url", default="/", show_default=True, envvar="ERRORDB_SITE_URL",
-              help="URL the site is served at (env ERRORDB_SITE_URL); the API's links point to <base-url>api/.")
+@click.option("--base-url", envvar="ERRORDB_SITE_URL",
+              help="URL the site is served at (env ERRORDB_SITE_URL; default: the dataset's own site_url, else /); "
+                   "the API's links point to <base-url>api/.")
 @click.option("--sqlite", "sqlite_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write a compact copy of the database there, with Datasette metadata beside it.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
@@ -643,7 +657,7 @@ def export(db_path: Path | None, out: Path, base_url: str, sqlite_path: Path | N
     try:
         total = int(meta(db).get("recordCount") or 0)
         with _progress("export", total, quiet) as advance:
-            report = export_api(db, out, base_url=base_url, progress=advance)
+            report = export_api(db, out, base_url=base_url or meta(db).get("siteUrl") or "/", progress=advance)
         if not quiet:
             click.echo(f"{out}: {report.summary()}", err=True)
         if sqlite_path:
@@ -660,8 +674,9 @@ def export(db_path: Path | None, out: Path, base_url: str, sqlite_path: Path | N
 @db_option
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("site"), show_default=True,
               help="Folder to write the site into; it is replaced as a whole.")
-@click.option("--base-url", default="/", show_default=True, envvar="ERRORDB_SITE_URL",
-              help="Where the site is served (/, /errordb/ or https://host/errordb/; env ERRORDB_SITE_URL): used by "
+@click.option("--base-url", envvar="ERRORDB_SITE_URL",
+              help="Where the site is served (/, /errordb/ or https://host/errordb/; env ERRORDB_SITE_URL; default: the "
+                   "dataset's own site_url, else /): used by "
                    "canonical links, the 404 page and the API, and for sitemap.xml, written only for a full URL. Links "
                    "between pages are relative.")
 @click.option("--incremental", is_flag=True, hidden=True, help="Accepted for older scripts: every build renders everything.")
@@ -684,7 +699,8 @@ def build(db_path: Path | None, out: Path, base_url: str, incremental: bool, job
     from errordb.publish.site import build_site
 
     with _progress("build", None, quiet) as advance:
-        report = build_site(db_path, out, base_url=base_url, incremental=incremental, jobs=jobs, progress=advance)
+        report = build_site(db_path, out, base_url=base_url or _dataset_site_url(db_path) or "/", incremental=incremental,
+                            jobs=jobs, progress=advance)
     if not quiet:
         click.echo(report.summary(), err=True)
 

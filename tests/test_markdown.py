@@ -66,3 +66,27 @@ def test_a_site_url_makes_page_and_json_links_everywhere():
     assert f"JSON: {site}api/errors/{KIMI_VALUE_ERROR}.json" in text
     bad = CliRunner().invoke(cli, ["show", KIMI_VALUE_ERROR, "--site-url", "javascript:alert(1)"])
     assert bad.exit_code == 2 and "give an http(s) URL" in bad.stderr
+
+
+def test_the_datasets_own_site_url_is_used_when_none_is_given(tmp_path):
+    from helpers import copy_records
+
+    records = copy_records(tmp_path / "records")
+    (records / "dataset.toml").write_text('site_url = "https://docs.example/errors-db"\n', encoding="utf-8")
+    db = tmp_path / "e.db"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["ingest", str(records), "--db", str(db), "-q"]).exit_code == 0
+    env = {"ERRORDB_SITE_URL": None}
+    shown = RENDER.render(_markdown("show", KIMI_VALUE_ERROR, "--db", str(db), env=env))
+    assert f'<a href="https://docs.example/errors-db/api/errors/{KIMI_VALUE_ERROR}.json">JSON</a>' in shown
+    given = RENDER.render(_markdown("show", KIMI_VALUE_ERROR, "--db", str(db), "--site-url", "https://other.example/", env=env))
+    assert 'href="https://other.example/api/errors/' in given  # what the user says wins
+    assert runner.invoke(cli, ["build", "--db", str(db), "--out", str(tmp_path / "site"), "-q"], env=env).exit_code == 0
+    assert "<loc>https://docs.example/errors-db/errors/" in (tmp_path / "site" / "sitemap.xml").read_text(encoding="utf-8")
+    # A bad setting is refused, naming the file and the key; a removed one is forgotten.
+    (records / "dataset.toml").write_text('site_url = "javascript:alert(1)"\n', encoding="utf-8")
+    bad = runner.invoke(cli, ["ingest", str(records), "--db", str(db), "-q"])
+    assert bad.exit_code == 2 and f"{records / 'dataset.toml'}: site_url: must be an http(s) URL" in bad.stderr
+    (records / "dataset.toml").unlink()
+    assert runner.invoke(cli, ["ingest", str(records), "--db", str(db), "-q"]).exit_code == 0
+    assert "Show it: `errordb show" in _markdown("show", KIMI_VALUE_ERROR, "--db", str(db), env=env)

@@ -25,17 +25,21 @@ _MD_SPECIAL = re.compile(r"([\\`*\[\]<~&|]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")
 _MD_LINE_START = re.compile(r"^(\s*)([#>+=-]|\d+(?=[.)]))", re.MULTILINE)
 
 
-def site_url(given: str | None = None) -> str | None:
-    """Where the site is published: ``given`` (``--site-url``), else ``$ERRORDB_SITE_URL``; an
-    http(s) URL ending in ``/``, or None when none is set (links then say ``errordb show ID``)."""
+def site_url(given: str | None = None, dataset: str | None = None) -> str | None:
+    """Where the site is published: ``given`` (``--site-url``), else ``$ERRORDB_SITE_URL``, else
+    the dataset's own setting (``dataset``, from its ``dataset.toml``); an http(s) URL ending in
+    ``/``, or None when none is set (links then say ``errordb show ID``)."""
+    from errordb.records.conventions import normal_site_url
+
     value = (given or os.environ.get("ERRORDB_SITE_URL") or "").strip()
     if not value:
-        return None
-    if not re.fullmatch(r"https?://[A-Za-z0-9.-]+(?::\d+)?(?:/[A-Za-z0-9._~/%-]*)?", value):
+        return dataset or None
+    site = normal_site_url(value)
+    if site is None:
         from errordb.errors import ErrordbError
 
         raise ErrordbError(f"site URL {value!r}: give an http(s) URL such as https://errordb.example/ (--site-url or ERRORDB_SITE_URL)")
-    return value if value.endswith("/") else value + "/"
+    return site
 
 
 def site_urls(record: dict[str, Any], base: str | None) -> tuple[str, str] | None:

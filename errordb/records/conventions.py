@@ -75,3 +75,15 @@ def path_name_problems(rows: Iterable[tuple[str, str, str, Iterable[str], str | 
             problems.append((record_id, "repo", f"{repo!r} differs from {first_repo!r} (record {first_id}) only in case: "
                                                 "on macOS and Windows their files would be one"))
     return problems
+
+
+#: A site's URL as errordb takes it: http(s), a plain host, a path of URL-safe characters.
+_SITE_URL = re.compile(r"https?://[A-Za-z0-9.-]+(?::\d+)?(?:/[A-Za-z0-9._~/%-]*)?")
+
+
+def normal_site_url(value: str) -> str | None:
+    """``value`` as a site URL ending in ``/``, or None when it is not an http(s) URL errordb takes."""
+    value = value.strip()
+    if not _SITE_URL.fullmatch(value):
+        return None
+    return value if value.endswith("/") else value + "/"

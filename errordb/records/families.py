@@ -1,4 +1,5 @@
-"""Failure families: the explanation of each ``backgroundTag``, kept in ``families.toml``."""
+"""Beside the records: failure families (the explanation of each ``backgroundTag``, in
+``families.toml``) and the dataset's own settings (``dataset.toml``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from errordb.errors import RecordError
 
 FAMILIES_FILE = "families.toml"
+DATASET_FILE = "dataset.toml"
 
 
 @dataclass(frozen=True)
@@ -43,9 +45,37 @@ def load_families(path: Path) -> dict[str, Family]:
 
 def families_for(paths: list[Path]) -> Path | None:
     """The families file that belongs to the records at ``paths``: next to the first folder given."""
+    return _beside(paths, FAMILIES_FILE)
+
+
+def _beside(paths: list[Path], name: str) -> Path | None:
     for path in paths:
         folder = path if path.is_dir() else path.parent
         for candidate in (folder, *folder.parents):
-            if (candidate / FAMILIES_FILE).exists():
-                return candidate / FAMILIES_FILE
+            if (candidate / name).exists():
+                return candidate / name
     return None
+
+
+def dataset_site_url(paths: list[Path]) -> str | None:
+    """The dataset's own site URL: ``site_url`` in the ``dataset.toml`` beside the records at
+    ``paths`` (where the dataset's site is published), or None."""
+    from errordb.records.conventions import normal_site_url
+
+    path = _beside(paths, DATASET_FILE)
+    if path is None:
+        return None
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise RecordError(str(path), None, None, f"malformed TOML: {exc}") from None
+    unknown = set(data) - {"site_url"}
+    if unknown:
+        raise RecordError(str(path), None, sorted(unknown)[0], "unknown key (dataset.toml knows site_url)")
+    if "site_url" not in data:
+        return None
+    value = data["site_url"]
+    site = normal_site_url(value) if isinstance(value, str) else None
+    if site is None:
+        raise RecordError(str(path), None, "site_url", "must be an http(s) URL such as https://errordb.example/")
+    return site

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from errordb.errors import RecordError
-from errordb.records.families import Family, families_for, load_families
+from errordb.records.families import Family, dataset_site_url, families_for, load_families
 from errordb.records.patterns import index_key, pattern_words, rarest_word
 from errordb.records.snippet import enclosing_function
 from errordb.records.loader import bundled_records_dir
@@ -176,10 +176,12 @@ def ingest(
     paths = [Path(p) for p in paths] if paths is not None else [bundled_records_dir()]
     families_file = Path(families_path) if families_path else families_for(paths)
     families = load_families(families_file) if families_file else {}
+    site = dataset_site_url(paths)
     with _opened_for_ingest(Path(db_path)) as db, db.atomic():
         db.execute(f"PRAGMA cache_size = -{INGEST_CACHE_KIB}")
         ensure_schema(db)
         _write_families(db, families)
+        _write_site_url(db, site)
         writer = _Writer(db)
         with _Validation() as validation:
             read = 0
@@ -349,6 +351,18 @@ class _Validation:
 def _batches(items: Iterator[Prepared | _Text], size: int) -> Iterator[list[Prepared | _Text]]:
     while batch := list(islice(items, size)):
         yield batch
+
+
+def _write_site_url(db: sqlite_utils.Database, site: str | None) -> None:
+    """The dataset's own site URL (its ``dataset.toml``) in ``meta``, where explain and show find
+    it; a dataset without one removes what an earlier ingest kept. Nothing is written unchanged."""
+    stored = db.execute("SELECT value FROM meta WHERE key = 'siteUrl'").fetchone()
+    if (stored[0] if stored else None) == site:
+        return
+    if site is None:
+        db.execute("DELETE FROM meta WHERE key = 'siteUrl'")
+    else:
+        db["meta"].upsert({"key": "siteUrl", "value": site}, pk="key")
 
 
 def _write_families(db: sqlite_utils.Database, families: dict[str, Family]) -> None:
