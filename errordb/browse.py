@@ -17,18 +17,20 @@ record's score is the best (lowest) bm25 among its own row, where the message co
 from __future__ import annotations
 
 import csv
+import functools
+import itertools
 import json
 import os
 import re
-import textwrap
 import sqlite3
+import textwrap
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from errordb.errors import ErrordbError
-from errordb.explainer.render import Style, terminal_width
+from errordb.explainer.render import Style, cut_line, terminal_width
 from errordb.text import clean
 
 
@@ -403,67 +405,54 @@ def write_table(rows: Iterable[dict[str, Any]], out: IO[str], *, width: int | No
     sample = [row for row in sample if row is not None]
     if not sample:
         return 0
-    cells = [[re.sub(r"\s+", " ", clean(str(get(row)))) for _, get in TABLE_COLUMNS] for row in sample]
+    cells = [_cells(row) for row in sample]
     widths = [min(TABLE_CELL, max(len(header), *(len(c[i]) for c in cells))) for i, (header, _) in enumerate(TABLE_COLUMNS)]
     if width and sum(widths) + 2 * (len(widths) - 1) > width:
-        return _write_stacked(cells, iterator, out, width, style, widths[0])
-
-    def line(values: list[str], header: bool = False) -> str:
-        parts = []
-        for i, value in enumerate(values):
-            if len(value) > widths[i]:
-                value = value[: widths[i] - 1] + "…"
-            parts.append(value if i == len(values) - 1 else value.ljust(widths[i]))
-        text = "  ".join(parts)
-        if width and len(text) > width:
-            text = text[: width - 1] + "…"
-        return style.bold(text) if header else text
-
-    out.write(line([header for header, _ in TABLE_COLUMNS], header=True) + "\n")
+        out.write(_stacked_header(width, style))
+        formatted = functools.partial(_stacked_record, width=width, slug_width=widths[0])
+    else:
+        out.write(_line([header for header, _ in TABLE_COLUMNS], widths, width, style, header=True) + "\n")
+        formatted = functools.partial(_line, widths=widths, width=width, style=style)
     count = 0
-    for values in cells:
-        out.write(line(values) + "\n")
-        count += 1
-    for row in iterator:
-        out.write(line([re.sub(r"\s+", " ", clean(str(get(row)))) for _, get in TABLE_COLUMNS]) + "\n")
+    for values in itertools.chain(cells, map(_cells, iterator)):  # the sample, then the rest streamed
+        out.write(formatted(values) + "\n")
         count += 1
     return count
 
 
-def _write_stacked(cells: list[list[str]], rows: Iterator[dict[str, Any]], out: IO[str], width: int, style: Style,
-                   slug_width: int) -> int:
-    """The table for a terminal too narrow for its four columns: each record on two lines, slug and
-    class, then repository and raise site indented, so every column is kept. A slug stays whole
-    (it names the record); a raise site too long for the line keeps its end (file and line)."""
+def _cells(row: dict[str, Any]) -> list[str]:
+    """A row's table cells, cleaned and on one line each."""
+    return [re.sub(r"\s+", " ", clean(str(get(row)))) for _, get in TABLE_COLUMNS]
 
-    def fit(text: str) -> str:
-        return text if len(text) <= width else text[: width - 1] + "…"
 
-    def site(text: str) -> str:
-        room = width - 4
-        return text if len(text) <= room else "…" + text[len(text) - room + 1 :]
+def _line(values: list[str], widths: list[int], width: int | None, style: Style, header: bool = False) -> str:
+    """One row of the aligned table: cells cut to their column's width, the line to the terminal's."""
+    parts = [cut_line(value, widths[i]) for i, value in enumerate(values)]
+    text = "  ".join([*(part.ljust(widths[i]) for i, part in enumerate(parts[:-1])), parts[-1]])  # the last unpadded
+    text = cut_line(text, width)
+    return style.bold(text) if header else text
 
-    def record(values: list[str]) -> str:
-        slug, error_class, repo, raised_at = values
-        rest = [repo, raised_at]
-        if len(slug) + 2 + len(error_class) <= width:
-            first = f"{slug.ljust(min(slug_width, width - 2 - len(error_class)))}  {error_class}"
-        else:
-            first, rest = slug, [error_class, *rest]  # the class heads the next line instead
-        joined = " · ".join(rest)
-        if len(joined) + 4 <= width:
-            return f"{first}\n    {joined}"
-        return "\n".join([first, *(fit("    " + part) for part in rest[:-1]), "    " + site(raised_at)])
 
-    out.write(style.bold(fit("SLUG  CLASS")) + "\n" + style.bold("    REPO · RAISED AT") + "\n")
-    count = 0
-    for values in cells:
-        out.write(record(values) + "\n")
-        count += 1
-    for row in rows:
-        out.write(record([re.sub(r"\s+", " ", clean(str(get(row)))) for _, get in TABLE_COLUMNS]) + "\n")
-        count += 1
-    return count
+def _stacked_header(width: int, style: Style) -> str:
+    return style.bold(cut_line("SLUG  CLASS", width)) + "\n" + style.bold("    REPO · RAISED AT") + "\n"
+
+
+def _stacked_record(values: list[str], width: int, slug_width: int) -> str:
+    """A record for a terminal too narrow for the table's four columns: slug and class, then
+    repository and raise site indented, so every column is kept. A slug stays whole (it names the
+    record); a raise site too long for the line keeps its end (file and line)."""
+    slug, error_class, repo, raised_at = values
+    rest = [repo, raised_at]
+    if len(slug) + 2 + len(error_class) <= width:
+        first = f"{slug.ljust(min(slug_width, width - 2 - len(error_class)))}  {error_class}"
+    else:
+        first, rest = slug, [error_class, *rest]  # the class heads the next line instead
+    joined = " · ".join(rest)
+    if len(joined) + 4 <= width:
+        return f"{first}\n    {joined}"
+    room = width - 4
+    site = raised_at if len(raised_at) <= room else "…" + raised_at[len(raised_at) - room + 1 :]
+    return "\n".join([first, *(cut_line("    " + part, width) for part in rest[:-1]), "    " + site])
 
 
 def write_json(rows: Iterable[dict[str, Any]], out: IO[str]) -> int:

@@ -106,14 +106,14 @@ def _para(text: str, width: int, indent: str = "  ") -> str:
     )
 
 
-def _fit(line: str, width: int | None) -> str:
-    """A line of code as it fits ``width``: never wrapped (a wrapped line of code reads as two),
-    cut with a marker instead."""
+def cut_line(line: str, width: int | None) -> str:
+    """A line as it fits ``width`` (None: as it is): cut with a marker, never wrapped (a wrapped
+    line of code or a table's row reads as two)."""
     return line if width is None or len(line) <= width else line[: max(width - 1, 1)] + "…"
 
 
 def _code(text: str, indent: str = "    ", width: int | None = None) -> str:
-    return "\n".join(_fit(indent + line, width) for line in clean(text).split("\n"))
+    return "\n".join(cut_line(indent + line, width) for line in clean(text).split("\n"))
 
 
 def _labelled(label: str, text: str, style: Style, width: int, indent: str = "  ") -> str:
@@ -133,7 +133,7 @@ def snippet_view(record: dict[str, Any], style: Style, context: int = 6, width: 
     for i in range(low, high):
         number = record["sourceCodeStart"] + i
         marker = ">" if i == index else " "
-        text = _fit(f"  {marker} {number:>{digits}} | {lines[i]}", width)
+        text = cut_line(f"  {marker} {number:>{digits}} | {lines[i]}", width)
         out.append(style.red(text) if i == index else style.dim(text) if not lines[i].strip() else text)
     return "\n".join(out)
 
@@ -219,7 +219,7 @@ def render_terminal(
             frame = _own_frame(exc)
             if frame is not None:
                 blocks.append(_para(f"In your code: {clean(_frame_place(frame))}", width, "  ")
-                              + (f"\n{_fit('      ' + clean(frame.source), width)}" if frame.source else ""))
+                              + (f"\n{cut_line('      ' + clean(frame.source), width)}" if frame.source else ""))
             continue
         best = finding.best
         if len(best) > 1:

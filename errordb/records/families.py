@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from errordb.errors import RecordError
+from errordb.records.conventions import normal_site_url
 
 FAMILIES_FILE = "families.toml"
 DATASET_FILE = "dataset.toml"
@@ -60,8 +61,6 @@ def _beside(paths: list[Path], name: str) -> Path | None:
 def dataset_site_url(paths: list[Path]) -> str | None:
     """The dataset's own site URL: ``site_url`` in the ``dataset.toml`` beside the records at
     ``paths`` (where the dataset's site is published), or None."""
-    from errordb.records.conventions import normal_site_url
-
     path = _beside(paths, DATASET_FILE)
     if path is None:
         return None

@@ -7,11 +7,12 @@ Everything here works on a live report or on a transcript dict, and never execut
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 import textwrap
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Mapping
 
+from errordb.explainer.render import cut_line
 from errordb.repro.definitions import record_digest, repros_dir, reproduction_for
 from errordb.repro.report import TRANSCRIPT_KIND, ReproReport
 
@@ -154,7 +155,7 @@ def _fit_line(line: str, width: int) -> str:
         return line
     indent = len(line) - len(line.lstrip(" "))
     if indent >= 4 or "\033[" in line:
-        return line[: width - 1] + "…"
+        return cut_line(line, width)
     return textwrap.fill(line.strip(), width=width, initial_indent=" " * indent, subsequent_indent=" " * (indent + 2),
                          break_on_hyphens=False, break_long_words=False)
 
