@@ -353,7 +353,7 @@ def _field_label(name: str) -> str:
 
 # list ------------------------------------------------------------------------------------------
 
-LIST_COLUMNS = ("id", "slug", "repo", "errorClass", "severity", "filePath", "lineNumber", "backgroundTag", "tags", "errorMessage")
+LIST_COLUMNS = ("id", "slug", "repo", "errorClass", "severity", "filePath", "lineNumber", "backgroundTag", "tags", "errorMessage", "distribution")
 
 
 def list_records(db: Any, filters: Filters = Filters(), *, limit: int | None = None) -> Iterator[dict[str, Any]]:
@@ -366,7 +366,7 @@ def list_records(db: Any, filters: Filters = Filters(), *, limit: int | None = N
     sql = (
         "SELECT r.id, r.slug, r.repo, r.errorClass, r.severity, r.filePath, r.lineNumber, r.backgroundTag, "
         "(SELECT json_group_array(tag) FROM (SELECT tag FROM record_tags t WHERE t.record_id = r.id ORDER BY position)), "
-        f"r.errorMessage FROM records r WHERE {where} ORDER BY r.repo, r.slug"
+        f"r.errorMessage, r.distribution FROM records r WHERE {where} ORDER BY r.repo, r.slug"
     )
     if limit is not None:
         sql += " LIMIT :limit"
@@ -383,7 +383,7 @@ def list_records(db: Any, filters: Filters = Filters(), *, limit: int | None = N
 TABLE_COLUMNS = (
     ("SLUG", lambda r: r["slug"]),
     ("CLASS", lambda r: r["errorClass"]),
-    ("REPO", lambda r: r["repo"]),
+    ("REPO", lambda r: r["repo"] or f"{r['distribution']} (installed)"),
     ("RAISED AT", lambda r: f"{r['filePath']}:{r['lineNumber']}"),
 )
 #: Column widths are measured on this many rows, then the rest are streamed at those widths.

@@ -166,7 +166,7 @@ def explain(words: tuple[str, ...], log_file: Path | None, output_format: str, c
     site = site_url(site)  # a bad --site-url is said before anything is read
     if (text is None) == (log_file is None):
         raise click.UsageError("give TEXT, `-` for standard input, or --file LOG (one of them)")
-    db = open_connection(db_path)
+    db = open_connection(db_path, learned=True)
     site = site or meta(db).get("siteUrl")  # else the dataset's own setting (its dataset.toml)
     if log_file is not None:
         source = _read_lines(log_file)
@@ -194,17 +194,18 @@ def explain(words: tuple[str, ...], log_file: Path | None, output_format: str, c
 
 @contextlib.contextmanager
 def _progress(label: str, total: int | None, quiet: bool):
-    """A callback ``advance(done, total=None)`` drawing click's progress bar on a terminal's
-    stderr; it draws nothing with ``quiet`` or when stderr is not a terminal."""
+    """A callback ``advance(done, total=None, note=None)`` drawing click's progress bar on a
+    terminal's stderr (``note`` after it); it draws nothing with ``quiet`` or when stderr is not
+    a terminal."""
     if quiet or not sys.stderr.isatty():
-        yield lambda done, total=None: None
+        yield lambda done, total=None, note=None: None
         return
-    with click.progressbar(length=total or 0, label=label, file=sys.stderr, show_pos=True) as bar:
+    with click.progressbar(length=total or 0, label=label, file=sys.stderr, show_pos=True, item_show_func=lambda note: note) as bar:
 
-        def advance(done: int, new_total: int | None = None) -> None:
+        def advance(done: int, new_total: int | None = None, note: str | None = None) -> None:
             if new_total is not None:
                 bar.length = new_total
-            bar.update(done - bar.pos)
+            bar.update(done - bar.pos, current_item=note)
 
         yield advance
 
@@ -461,7 +462,7 @@ def show(key: str, output_format: str, color: bool | None, site: str | None, db_
     from errordb.store import meta, open_connection
 
     site = site_url(site)
-    db = open_connection(db_path)
+    db = open_connection(db_path, learned=True)
     try:
         site = site or meta(db).get("siteUrl")  # else the dataset's own setting (its dataset.toml)
         on = _stdout_color(color) if output_format == "text" else False
@@ -500,7 +501,7 @@ def search(words: tuple[str, ...], repos, tags, families, classes, limit: int, r
     from errordb.store import open_connection
 
     query = " ".join(words)
-    db = open_connection(db_path)
+    db = open_connection(db_path, learned=True)
     try:
         result = search_records(db, query, _filters(repos, tags, families, classes), limit=limit, raw=raw)
     finally:
@@ -537,7 +538,7 @@ def list_command(repos, tags, families, classes, limit: int | None, output_forma
     from errordb import browse
     from errordb.store import open_connection
 
-    db = open_connection(db_path)
+    db = open_connection(db_path, learned=True)
     try:
         rows = browse.list_records(db, _filters(repos, tags, families, classes), limit=limit)
         out = sys.stdout
@@ -574,7 +575,7 @@ def stats(top: int, output_format: str, color: bool | None, db_path: Path | None
     from errordb import browse
     from errordb.store import open_connection, resolve_db_path
 
-    path = resolve_db_path(db_path)
+    path = resolve_db_path(db_path, learned=True)
     db = open_connection(path)
     try:
         data = browse.stats(db, path, top=top or None)
@@ -749,3 +750,40 @@ def harvest(path: Path, repo: str, sha: str, out: Path, prefix: str, prune: bool
         write_text(report_path, report.listing())
     if not quiet:
         click.echo(f"{out}: {report.summary()}", err=True)
+
+
+@cli.command()
+@click.argument("names", nargs=-1)
+@click.option("--path", "paths", multiple=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Learn a source tree too (your own project): its .py files, under the folder's name. Repeatable.")
+@click.option("--python", "python", metavar="PYTHON", help="Learn what this interpreter has installed (a project's "
+              ".venv/bin/python) instead of the one errordb runs in.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Processes that read distributions (default: up to 2).")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+def learn(names: tuple[str, ...], paths: tuple[Path, ...], python: str | None, jobs: int | None, quiet: bool) -> None:
+    """Learn the errors your installed Python code can raise, as draft records.
+
+    Reads the standard library and every distribution installed for the interpreter (or only
+    the distributions NAMES, or the trees given with --path) with ast, never importing or
+    running them, and keeps a draft record of each raise whose message can be read, in a
+    local layer in the cache folder. explain, show, search and list then answer from the
+    bundled records and these drafts together: a draft says which installed distribution and
+    version it comes from, where it is raised, and when (the conditions of the branches
+    around the raise). A distribution already learned at the same version is skipped, one
+    that changed version is read again, and (when learning everything) one no longer
+    installed is dropped. Files that do not parse are counted, never fatal.
+
+    \b
+    Examples:
+      errordb learn                            # the standard library and every installed distribution
+      errordb learn requests click             # only these
+      errordb learn --python .venv/bin/python  # another environment
+      errordb learn --path src/myproject       # your own code
+    """
+    from errordb.harvest.installed import learn as learn_installed
+
+    with _progress("learn: files", None, quiet) as advance:
+        report = learn_installed(names, paths, python=python, jobs=jobs,
+                                 progress=lambda done, total, files, all_files: advance(files, all_files, f"{done}/{total} distributions"))
+    if not quiet:
+        click.echo(report.summary(), err=True)

@@ -106,7 +106,8 @@ def test_standard_input_is_read_with_a_dash():
 def test_nothing_matched_exits_1_and_offers_similar_records():
     result = run("ValueError: DSPARK capture layers are not configured for this model", "--no-color")
     assert result.exit_code == 1
-    assert "No known error matches this message: searched 3 records (dataset 2026-08-28T06:17:29.519Z)." in result.stdout
+    said = " ".join(result.stdout.split())
+    assert "No known error matches this message: searched 3 records (dataset 2026-08-28T06:17:29.519Z); nothing learned yet: `errordb learn` reads" in said
     assert "Similar, not the same:" in result.stdout
     document = as_json("KeyError: 'completely unrelated'")
     assert document["_exit"] == 1 and document["matches"] == [] and document["similar"] == []

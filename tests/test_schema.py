@@ -40,10 +40,30 @@ def test_bundled_records_validate_and_serialise_to_their_own_bytes(record_id):
     assert canonical_json(parsed) == text
 
 
+#: The fields the seeds do not have: optional, and left out of a file when unknown.
+LATER_FIELDS = ("functionName", "distribution", "distributionVersion")
+
+
 def test_models_cover_every_seed_field_in_file_order():
-    # functionName, the one field the seeds do not have, is optional and left out of their files.
-    assert [name for name in FIELD_NAMES if name != "functionName"] == SEED_FIELDS
+    assert [name for name in FIELD_NAMES if name not in LATER_FIELDS] == SEED_FIELDS
     assert FIELD_NAMES.index("functionName") == FIELD_NAMES.index("lineNumber") + 1
+    assert FIELD_NAMES.index("distribution") == FIELD_NAMES.index("repo") + 1
+
+
+def test_only_a_learned_draft_may_leave_out_its_repository_commit_and_link():
+    data = json.loads(record_file(ALL_IDS[0]).read_text(encoding="utf-8"))
+    for name in ("repo", "githubUrl", "analyzedSha"):
+        missing = {**data, "record": {k: v for k, v in data["record"].items() if k != name}}
+        with pytest.raises(RecordError) as caught:
+            parse_envelope("f.json", json.dumps(missing))
+        assert caught.value.field == name
+    learned = {k: v for k, v in data["record"].items() if k not in ("githubUrl", "analyzedSha")}
+    learned.update(distribution="sglang", distributionVersion="0.5.23")
+    envelope = parse_envelope("f.json", json.dumps({**data, "record": learned}))
+    assert envelope.record.githubUrl is None and '"distribution":"sglang","distributionVersion":"0.5.23"' in canonical_json(envelope)
+    with pytest.raises(RecordError) as caught:
+        parse_envelope("f.json", json.dumps({**data, "record": {k: v for k, v in learned.items() if k != "distributionVersion"}}))
+    assert caught.value.field == "distributionVersion"
 
 
 def test_a_known_function_is_written_after_the_line_and_an_unknown_one_not_at_all():
@@ -167,7 +187,7 @@ def test_malformed_json_is_a_record_error(text, problem):
 def test_json_schema_is_generated_from_the_models():
     schema = record_json_schema()
     record = schema["$defs"]["Record"]
-    assert set(record["properties"]) == {*SEED_FIELDS, "functionName"}
+    assert set(record["properties"]) == {*SEED_FIELDS, *LATER_FIELDS}
     assert record["additionalProperties"] is False
     assert "id" in record["required"] and "errorCode" not in record["required"] and "functionName" not in record["required"]
     assert json.loads(json.dumps(schema)) == schema

@@ -65,6 +65,8 @@ class Explanation:
     similar: list[dict[str, Any]] = field(default_factory=list)
     #: How many records were searched (the store's count), for "nothing matches" to say so.
     record_count: int | None = None
+    #: When nothing matched: (learned drafts, distributions they come from) in the store.
+    learned: tuple[int, int] | None = None
     #: Exceptions found after the first :data:`MAX_FINDINGS`: counted, not matched or shown.
     omitted: int = 0
     #: The stored record of every best match (:attr:`Finding.best`), by id: what the renderers show in full.
@@ -107,10 +109,18 @@ class Explanation:
 
 
 def searched(explanation: Explanation) -> str:
-    """What a "nothing matches" answer searched: ``3 records (dataset 2026-08-28T06:17:29Z)``."""
+    """What a "nothing matches" answer searched: ``3 records (dataset 2026-08-28T06:17:29Z)``,
+    the learned drafts among them, or that nothing is learned yet."""
     count = explanation.record_count
-    what = f"{count:,} record{'s' if count != 1 else ''}" if count is not None else "the records"
-    return f"{what} (dataset {explanation.dataset_version})" if explanation.dataset_version else what
+    drafts, sources = explanation.learned or (0, 0)
+    if count is not None and drafts:
+        documented = count - drafts
+        what = (f"{documented:,} documented record{'s' if documented != 1 else ''} and {drafts:,} drafts learned "
+                f"from {sources:,} installed distribution{'s' if sources != 1 else ''}")
+    else:
+        what = f"{count:,} record{'s' if count != 1 else ''}" if count is not None else "the records"
+    what = f"{what} (dataset {explanation.dataset_version})" if explanation.dataset_version else what
+    return what if drafts else f"{what}; nothing learned yet: `errordb learn` reads the standard library and your installed packages"
 
 
 #: Folders that hold code the user did not write: installed packages, the standard library.
@@ -162,7 +172,7 @@ def _exception_dict(finding: Finding) -> dict[str, Any]:
 def _match_dict(match: Match, finding: Finding) -> dict[str, Any]:
     """One entry of the JSON document's ``matches``: a record, for the exception it matches best."""
     record = match.record
-    return {
+    entry = {
         "id": match.id,
         "slug": record["slug"],
         "score": match.score,
@@ -176,6 +186,9 @@ def _match_dict(match: Match, finding: Finding) -> dict[str, Any]:
         "exception": finding.index,
         "tie": len(finding.best) > 1 and match in finding.best,
     }
+    if record.get("distribution"):  # only then: other documents stay as first published
+        entry["distribution"], entry["distributionVersion"] = record["distribution"], record["distributionVersion"]
+    return entry
 
 
 def _is_root_cause(exc: Any, following: Any) -> bool:
@@ -205,15 +218,25 @@ def explain_exceptions(exceptions: Iterable[Any], db: Any, limit: int | None = N
             omitted += 1
     matcher = Matcher(getattr(db, "conn", db))
     findings = []
+    read_on_the_fly: dict[str, dict[str, Any]] = {}
     for index, exc in enumerate(kept):
         after = kept[index + 1] if index + 1 < len(kept) else following
-        findings.append(Finding(index, exc, matcher.match(exc.exc_type, exc.message, exc.frames), _is_root_cause(exc, after)))
+        matches = matcher.match(exc.exc_type, exc.message, exc.frames)
+        if not matches and index < LOCAL_FINDINGS:
+            from errordb.explainer.local import local_matches
+
+            matches = local_matches(exc)
+            read_on_the_fly.update((m.id, m.record) for m in matches)
+        findings.append(Finding(index, exc, matches, _is_root_cause(exc, after)))
     stats = meta(db)
     count = stats.get("recordCount")
-    explanation = Explanation(findings, stats.get("datasetVersion"), omitted=omitted, records=_best_records(db, findings),
+    records = _best_records(db, findings)
+    records.update((rid, record) for rid, record in read_on_the_fly.items() if any(m.id == rid for f in findings for m in f.best))
+    explanation = Explanation(findings, stats.get("datasetVersion"), omitted=omitted, records=records,
                               record_count=int(count) if count and str(count).isdigit() else None)
     if kept and not any(f.matches for f in findings):
         explanation.similar = similar_records(db, " ".join(exc.message for exc in kept))
+        explanation.learned = (int(stats.get("learnedDrafts") or 0), int(stats.get("learnedDistributions") or 0))
     return explanation
 
 
@@ -228,8 +251,24 @@ def _best_records(db: Any, findings: list[Finding]) -> dict[str, dict[str, Any]]
                 record = get_record(db, match.id)
                 if record is not None:
                     record["family"] = get_family(db, record.get("backgroundTag"))  # shown with it
+                    if record.get("distribution"):
+                        record["alsoRaisedAt"] = _also_raised_at(db, record)
                     records[match.id] = record
     return records
+
+
+#: Exceptions (the first ones) whose file is read on the fly when no record matches them.
+LOCAL_FINDINGS = 20
+#: Other raise sites of a learned draft's message listed with it.
+ALSO_RAISED_LIMIT = 5
+
+
+def _also_raised_at(db: Any, record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The other raise sites of the same message in the same distribution's learned code."""
+    sql = ("SELECT filePath, lineNumber, function FROM records WHERE messagePattern = ? AND errorClass = ? "
+           "AND distribution = ? AND id != ? ORDER BY filePath, lineNumber LIMIT ?")
+    rows = db.execute(sql, [record["messagePattern"], record["errorClass"], record["distribution"], record["id"], ALSO_RAISED_LIMIT])
+    return [{"filePath": f, "lineNumber": n, "function": fn} for f, n, fn in rows]
 
 
 def explain(source: str | BaseException | Iterable[str], db: Any = None) -> Explanation:
@@ -282,4 +321,4 @@ def similar_records(db: Any, text: str, limit: int = SIMILAR_LIMIT) -> list[dict
 def _as_db(db: Any) -> Any:
     from errordb.store import open_connection
 
-    return db if db is not None and not isinstance(db, (str, os.PathLike)) else open_connection(db)
+    return db if db is not None and not isinstance(db, (str, os.PathLike)) else open_connection(db, learned=True)

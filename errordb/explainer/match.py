@@ -42,7 +42,9 @@ SPECIFIC_LITERAL = 24
 _WRAPPED = re.compile(r"[ \t]*\n[ \t\n]*")
 
 #: The record columns a match needs (and that renderers get along with it).
-CANDIDATE_COLUMNS = ("id", "slug", "repo", "errorClass", "errorMessage", "messagePattern", "filePath", "function", "lineNumber")
+CANDIDATE_COLUMNS = (
+    "id", "slug", "repo", "errorClass", "errorMessage", "messagePattern", "filePath", "function", "lineNumber", "distribution", "distributionVersion",
+)
 
 
 @dataclass(frozen=True)
@@ -362,6 +364,19 @@ def rank(matches: list[Match]) -> list[Match]:
     return sorted(matches, key=lambda m: (-m.score, m.id))
 
 
+def _raise_site(record: dict[str, Any]) -> tuple[str, ...]:
+    """What names a raise site across a repository and its installed copy: the path from the
+    top-level package on, the function and the class."""
+    return (*_package_path(record["filePath"]), record.get("function") or "", short_class(record["errorClass"]) or "")
+
+
+def without_shadowed_drafts(matches: list[Match]) -> list[Match]:
+    """The matches without the learned drafts of a raise site a documented record matched too:
+    the documented record says all the draft does, and more."""
+    documented = {_raise_site(m.record) for m in matches if not m.record.get("distribution")}
+    return [m for m in matches if not m.record.get("distribution") or _raise_site(m.record) not in documented]
+
+
 class Matcher:
     """Looks candidates up in a store and scores them; one per database connection."""
 
@@ -427,4 +442,4 @@ class Matcher:
             for record in self.in_file(frames[-1].file):
                 if record["id"] not in matches and (near := near_match(record, exc_type, message, frames)):
                     matches[near.id] = near
-        return rank(list(matches.values()))
+        return rank(without_shadowed_drafts(list(matches.values())))

@@ -142,8 +142,19 @@ def record_sections(record: dict[str, Any], style: Style, width: int, transcript
                     site: str | None = None) -> list[str]:
     """The record's sections for the terminal, in the order of its web page (links on the site
     published at ``site``, else the command that shows the record)."""
-    header = f"{clean(record['repo'])} · {clean(record['severity'])} · {clean(record['errorClass'])}"
+    learned = record.get("distribution")
+    if record.get("readFrom"):
+        origin = f"draft read just now from {clean(record['readFrom'])}"
+    elif learned:
+        origin = f"draft learned from your installed {clean(learned)} {clean(record['distributionVersion'])}"
+    else:
+        origin = clean(record["repo"])
+    learned = learned or record.get("readFrom")
+    header = f"{origin} · {clean(record['severity'])} · {clean(record['errorClass'])}"
     sections = [style.dim(header), style.bold(clean(record["errorMessage"] or f"{record['errorClass']} (raised without a message)"))]
+    if learned:
+        sections.append(_para("Not documented yet: errordb read this from the source on this machine. "
+                              "The raise site and when it is raised are exact; what it means is for you to judge.", width))
     if record.get("documentation"):
         sections.append(style.cyan("What it means") + "\n" + _para(record["documentation"], width))
     if record.get("family"):
@@ -151,7 +162,15 @@ def record_sections(record: dict[str, Any], style: Style, width: int, transcript
         explanation = family.get("explanation") or family["summary"] or ""
         sections.append(_labelled("Failure family", clean(family["title"]), style, width) + "\n" + _para(explanation, width))
     place = f"{clean(record['filePath'])}:{record['lineNumber']}" + (f" in {clean(record['function'])}" if record.get("function") else "")
+    if learned and not record.get("readFrom"):
+        place += f" (module {clean(module_name(record['filePath']))})"
     sections.append(_labelled("Thrown at", place, style, width) + "\n" + snippet_view(record, style, width=width))
+    if learned and record.get("triggerScenarios"):
+        sections.append(style.cyan("When it is raised") + "\n" + _para(record["triggerScenarios"], width))
+    if record.get("alsoRaisedAt"):
+        others = "\n".join(cut_line(f"  - {clean(o['filePath'])}:{o['lineNumber']}" + (f" in {clean(o['function'])}" if o["function"] else ""), width)
+                           for o in record["alsoRaisedAt"])
+        sections.append(style.cyan("Also raised with this message at") + "\n" + others)
     if record.get("solutions"):
         items = "\n".join(
             textwrap.fill(clean(s), width=width, initial_indent=f"  {n}. ", subsequent_indent="     ")
@@ -161,7 +180,7 @@ def record_sections(record: dict[str, Any], style: Style, width: int, transcript
     for key, title in (("exampleFix", "Example fix"), ("validationCode", "Validation"), ("typeGuard", "Type guard"), ("tryCatchPattern", "Try/except pattern")):
         if record.get(key):
             sections.append(style.cyan(title) + "\n" + _code(record[key], width=width))
-    when = [f"Trigger: {record['triggerScenarios']}" if record.get("triggerScenarios") else "",
+    when = [f"Trigger: {record['triggerScenarios']}" if record.get("triggerScenarios") and not learned else "",
             f"Common situations: {record['commonSituations']}" if record.get("commonSituations") else ""]  # fmt: skip
     if any(when):
         sections.append(style.cyan("When it happens") + "\n" + "\n".join(_para(w, width) for w in when if w))
@@ -169,12 +188,25 @@ def record_sections(record: dict[str, Any], style: Style, width: int, transcript
         sections.append(style.cyan("Prevention") + "\n" + "\n".join(_para(f"- {t}", width) for t in record["preventionTips"]))
     if transcript:
         sections.append(style.cyan("Reproduction") + "\n" + _code(transcript, "  ", width))
-    urls = site_urls(record, site)
-    links = [("Page", urls[0]), ("JSON", urls[1])] if urls else [("Show it", f"errordb show {record['id']}")]
-    links.append(("Source", clean(record["githubUrl"])))
+    urls = site_urls(record, site) if not record.get("readFrom") else None
+    links = [("Page", urls[0]), ("JSON", urls[1])] if urls else [] if record.get("readFrom") else [("Show it", f"errordb show {record['id']}")]
+    if record.get("githubUrl"):
+        links.append(("Source", clean(record["githubUrl"])))
     # A link wider than the line goes on a line of its own, whole: a terminal can still open it.
-    sections.append(style.dim("\n".join(f"{name}: {url}" if len(name) + 2 + len(url) <= width else f"{name}:\n{url}" for name, url in links)))
+    if links:
+        sections.append(style.dim("\n".join(f"{name}: {url}" if len(name) + 2 + len(url) <= width else f"{name}:\n{url}" for name, url in links)))
     return sections
+
+
+def module_name(file_path: str) -> str:
+    """The module a record's file is: ``requests/models.py`` is ``requests.models``; CPython's
+    ``Lib/json/decoder.py`` is ``json.decoder``; a package's ``__init__.py`` is the package."""
+    parts = file_path.removesuffix(".py").split("/")
+    if len(parts) > 1 and parts[0] in ("Lib", "python", "src", "lib"):
+        parts = parts[1:]
+    if len(parts) > 1 and parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
 
 
 def render_record(record: dict[str, Any], color: bool = False, width: int | None = None, transcript: str | None = None,
@@ -333,7 +365,13 @@ def record_markdown_sections(record: dict[str, Any], match: Any = None, site: st
     """A record's Markdown paragraphs: explain's block for a match (with its score and evidence)
     and, without ``match``, the body of ``errordb show --format markdown``."""
     score = f" (score {match.score:g})" if match is not None else ""
-    out = [f"**{md_escape(record['errorClass'])}** in {md_code_span(record['repo'])} "
+    if record.get("readFrom"):
+        origin = f"{md_code_span(record['readFrom'])} (a draft read just now)"
+    elif record.get("distribution"):
+        origin = f"your installed {md_code_span(record['distribution'] + ' ' + record['distributionVersion'])} (a learned draft)"
+    else:
+        origin = md_code_span(record["repo"])
+    out = [f"**{md_escape(record['errorClass'])}** in {origin} "
            f"at {md_code_span(record['filePath'] + ':' + str(record['lineNumber']))}{score}"]  # fmt: skip
     if match is not None:
         out.append(f"Why: {md_escape(_evidence_line(match))}")
@@ -342,17 +380,20 @@ def record_markdown_sections(record: dict[str, Any], match: Any = None, site: st
     if record.get("family"):
         family = record["family"]
         out.append(f"Failure family: **{md_escape(family['title'])}**. {md_escape(family.get('explanation') or family['summary'] or '')}".rstrip())
+    if (record.get("distribution") or record.get("readFrom")) and record.get("triggerScenarios"):
+        out.append(md_escape(record["triggerScenarios"]))
     if record.get("solutions"):
         out.append("\n".join(f"{n}. {md_escape(s)}" for n, s in enumerate(record["solutions"], start=1)))
     if record.get("exampleFix"):
         language = snippet_language(record["exampleFix"])
         out.append(md_code_block(record["exampleFix"], {"python": "python", "shell": "sh"}.get(language, "")))
-    urls = site_urls(record, site)
-    links = [f"[Page](<{urls[0]}>)", f"[JSON](<{urls[1]}>)"] if urls else [f"Show it: {md_code_span('errordb show ' + record['id'])}"]
+    urls = site_urls(record, site) if not record.get("readFrom") else None
+    links = [f"[Page](<{urls[0]}>)", f"[JSON](<{urls[1]}>)"] if urls else [] if record.get("readFrom") else [f"Show it: {md_code_span('errordb show ' + record['id'])}"]
     source = clean(record["githubUrl"])
     if source.startswith("https://github.com/") and not any(c in source for c in "<>\\ \n"):  # as the schema requires
         links.append(f"[Source](<{source}>)")
-    out.append(" · ".join(links))
+    if links:
+        out.append(" · ".join(links))
     return out
 
 

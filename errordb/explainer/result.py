@@ -29,7 +29,9 @@ class MatchOut(_Strict):
     slug: str
     score: float = Field(description="Sum of the evidence points; see docs/matching.md.")
     evidence: list[EvidenceOut]
-    repo: str
+    repo: str | None = Field(description="The record's GitHub repository; None for a learned draft of a distribution that names none.")
+    distribution: str | None = Field(None, description="For a draft learned from an installed distribution (errordb learn): its name. Present only then.")
+    distributionVersion: str | None = Field(None, description="... and its version. Present only then.")
     errorClass: str
     errorMessage: str
     filePath: str

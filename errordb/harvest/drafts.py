@@ -123,18 +123,25 @@ def source_window(lines: list[str], line: int) -> tuple[str, int, int]:
     return "\n".join(lines[start - 1 : end]), start, end
 
 
-def draft_record(site: Site, lines: list[str], *, repo: str, sha: str, analyzed_at: str) -> dict[str, Any]:
+def draft_record(
+    site: Site, lines: list[str], *, repo: str | None, sha: str | None, analyzed_at: str, installed: tuple[str, str] | None = None
+) -> dict[str, Any]:
     """A draft record (as a dict in schema order) for one raise site.
 
     Its slug is the message's (the class's, for a raise without a message) with the id's suffix:
     unique across repositories without looking at any other record, so it stays the same when
-    another project is harvested beside it.
+    another project is harvested beside it. A draft learned from an installed distribution
+    (``installed``: its name and version) names it, is identified by it rather than by the
+    repository, has no commit or GitHub link, and says in ``triggerScenarios`` what holds
+    where it is raised (:func:`raised_when`).
     """
     source, start, end = source_window(lines, site.line)
-    rid = record_id(repo, site)
+    rid = record_id(f"installed:{installed[0].lower()}" if installed else repo, site)
     return {
         "id": rid,
         "repo": repo,
+        "distribution": installed[0] if installed else None,
+        "distributionVersion": installed[1] if installed else None,
         "slug": slug_with_suffix(site.message or site.error_class, rid),
         "errorCode": None,
         "errorMessage": site.message,
@@ -150,9 +157,9 @@ def draft_record(site: Site, lines: list[str], *, repo: str, sha: str, analyzed_
         "sourceCode": source,
         "sourceCodeStart": start,
         "sourceCodeEnd": end,
-        "githubUrl": github_url(repo, sha, site.file, start, end),
+        "githubUrl": github_url(repo, sha, site.file, start, end) if repo and sha else None,
         "documentation": "",
-        "triggerScenarios": "",
+        "triggerScenarios": raised_when(site.conditions) if installed else "",
         "commonSituations": "",
         "solutions": [],
         "exampleFix": None,
@@ -167,6 +174,16 @@ def draft_record(site: Site, lines: list[str], *, repo: str, sha: str, analyzed_
         "analyzedAt": analyzed_at,
         "schemaVersion": 2,
     }
+
+
+def raised_when(conditions: tuple[str, ...]) -> str:
+    """A sentence of what holds where a draft's raise is (``Site.conditions``, innermost first):
+    ``Raised when `layer_ids is None`, after `self.pp_group.is_last_rank`.``; "" when nothing does."""
+    if not conditions:
+        return ""
+    parts = [f"while handling `{c[7:]}`" if c.startswith("except ") else f"`{c}`" for c in conditions]
+    first = parts[0] if parts[0].startswith("while") else f"when {parts[0]}"
+    return f"Raised {first}" + (f", after {', '.join(parts[1:])}" if parts[1:] else "") + "."
 
 
 def is_draft(record: Any) -> bool:
@@ -188,7 +205,7 @@ def merge(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
     if is_draft(old):
         merged["messagePattern"] = new["messagePattern"]
         merged["slug"] = new["slug"]
-    return {name: merged[name] for name in new}  # schema order
+    return {name: merged.get(name) for name in new}  # schema order (a field left out of a file is None)
 
 
 # ---------------------------------------------------------------------------- the run
@@ -322,7 +339,7 @@ class _Run:
                 done += 1
                 step("checking", done, sites)
                 record = draft_record(site, file.lines, repo=self.repo, sha=sha, analyzed_at=analyzed_at)
-                envelope, problem = _check_draft(record, self.dataset_version)
+                envelope, problem = check_draft(record, self.dataset_version)
                 if record["id"] in self.drafts:  # cannot happen with distinct identities; never overwrite
                     other = self.drafts[record["id"]]
                     problem = f"id: the same as the site at {other['filePath']}:{other['lineNumber']}"
@@ -397,7 +414,7 @@ def _canonical_text(envelope: Envelope) -> str:
     return canonical_json(envelope)
 
 
-def _check_draft(record: dict[str, Any], dataset_version: str) -> tuple[Envelope | None, str | None]:
+def check_draft(record: dict[str, Any], dataset_version: str) -> tuple[Envelope | None, str | None]:
     """The draft validated, and the first problem ``errordb check`` would report (or ``None``)."""
     from pydantic import ValidationError
 

@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
+import gc
 import io
+import multiprocessing
 import os
 import re
 import tokenize
@@ -26,6 +29,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from errordb.errors import ErrordbError
 from errordb.harvest.messages import (
@@ -37,7 +41,7 @@ from errordb.harvest.messages import (
     message_text,
     read_message,
 )
-from errordb.harvest.scopes import Function, ModuleIndex, Place, dotted, index_module, module_calls
+from errordb.harvest.scopes import Function, ModuleIndex, Place, conditions, dotted, index_module, module_calls
 from errordb.records.snippet import raised_class
 
 #: Parameter names that carry an exception class's message.
@@ -97,6 +101,7 @@ class Site:
     via: str = ""  # ... and the helper's name
     order: tuple[int, int] = (0, 0)  # (line, column) of the raise or call, for numbering
     occurrence: int = 0  # how many identical sites precede it in the same function
+    conditions: tuple[str, ...] = ()  # what holds where it is raised, innermost first (scopes.conditions)
 
     @property
     def message(self) -> str:
@@ -385,7 +390,7 @@ def assert_site(index: ModuleIndex, node: ast.Assert, place: Place) -> Site:
     """The site of one ``assert condition, message``: an AssertionError with that message."""
     assert node.msg is not None
     templates = _templates("AssertionError", node.msg, index.resolver(place))
-    return Site(index.path, node.lineno, place.qualname, "AssertionError", tuple(templates), order=(node.lineno, node.col_offset))
+    return Site(index.path, node.lineno, place.qualname, "AssertionError", tuple(templates), order=(node.lineno, node.col_offset), conditions=conditions(place))
 
 
 def _class_only(index: ModuleIndex, node: ast.Raise, place: Place, name: str) -> Site:
@@ -394,7 +399,7 @@ def _class_only(index: ModuleIndex, node: ast.Raise, place: Place, name: str) ->
     line = index.lines[node.lineno - 1] if node.lineno <= len(index.lines) else ""
     if raised_class(line) != name:
         raise _Skipped("shares-line", f"the line starts {line.strip()[:40]!r}")
-    return Site(index.path, node.lineno, place.qualname, name, (("",),), order=(node.lineno, node.col_offset))
+    return Site(index.path, node.lineno, place.qualname, name, (("",),), order=(node.lineno, node.col_offset), conditions=conditions(place))
 
 
 def raise_site(tree: Tree, index: ModuleIndex, node: ast.Raise, place: Place) -> Site:
@@ -405,7 +410,7 @@ def raise_site(tree: Tree, index: ModuleIndex, node: ast.Raise, place: Place) ->
     if isinstance(held, ast.Call) and (name := dotted(held.func)) and looks_like_class(name):
         # e = Exception("..."); ...; raise e from None: the line raises a variable, not a class.
         templates = _templates(name, message_argument(tree, name, held), index.resolver(place))
-        return Site(index.path, node.lineno, place.qualname, name, tuple(templates), order=(node.lineno, node.col_offset))
+        return Site(index.path, node.lineno, place.qualname, name, tuple(templates), order=(node.lineno, node.col_offset), conditions=conditions(place))
     if not isinstance(exc, ast.Call):
         name = dotted(exc)
         if name and looks_like_class(name):
@@ -423,7 +428,7 @@ def raise_site(tree: Tree, index: ModuleIndex, node: ast.Raise, place: Place) ->
     raised = raised_class(line)
     if raised is None or raised.rsplit(".", 1)[-1] != name.rsplit(".", 1)[-1]:
         raise _Skipped("shares-line", f"the line starts {line.strip()[:40]!r}")
-    return Site(index.path, node.lineno, place.qualname, name, tuple(templates), order=(node.lineno, node.col_offset))
+    return Site(index.path, node.lineno, place.qualname, name, tuple(templates), order=(node.lineno, node.col_offset), conditions=conditions(place))
 
 
 def helper_for(tree: Tree, path: str, call: ast.Call, self_class: str | None) -> Helper | None:
@@ -472,7 +477,7 @@ def helper_site(helper: Helper, index: ModuleIndex, call: ast.Call, place: Place
         return None  # a call is not a raise: an unreadable one is not listed
     return Site(
         helper.file, helper.line, place.qualname, helper.error_class, tuple(templates),
-        origin=index.path, via=helper.name, order=(call.lineno, call.col_offset),
+        origin=index.path, via=helper.name, order=(call.lineno, call.col_offset), conditions=conditions(place),
     )  # fmt: skip
 
 
@@ -486,9 +491,12 @@ def number_occurrences(sites: list[Site]) -> list[Site]:
     return numbered
 
 
-def _parse(file: Path, path: str) -> tuple[str, ast.Module] | Skip:
+def _parse(file: Path, path: str, wanted: Callable[[str], bool] | None = None) -> tuple[str, ast.Module | None] | Skip:
+    """The file's text and syntax tree (no tree when ``wanted`` says the text needs none)."""
     try:
         text = read_source(file)
+        if wanted is not None and not wanted(text):
+            return text, None
         return text, ast.parse(text, filename=path)
     except SyntaxError as exc:
         return Skip(path, exc.lineno or 1, "unparsable", f"does not parse: {exc.msg}")
@@ -506,7 +514,7 @@ ProgressCallback = Callable[[str, int, int], None]
 
 
 def scan_tree(
-    root: Path, prefix: str = "", progress: ProgressCallback | None = None
+    root: Path, prefix: str = "", progress: ProgressCallback | None = None, workers: int | None = None
 ) -> tuple[list[ScannedFile], list[Skip]]:
     """Parse every Python file under ``root``: the scanned files, and the files that did not parse.
 
@@ -515,18 +523,47 @@ def scan_tree(
 
     Two passes, one file at a time, so that memory does not grow with the tree's syntax
     trees: the first learns the tree's classes and helper candidates, the second (parsing
-    each file again) finds the sites. ``progress`` is called before each file of each pass and
-    once at its end, as ``progress("classes", done, files)`` and ``progress("raises", done, files)``.
+    each file again) finds the sites. A tree of :data:`POOL_THRESHOLD` files or more is read by
+    ``workers`` processes (default: one per core, at most :data:`MAX_WORKERS`); the result is
+    the same. ``progress`` is called before each file of each pass and once at its end, as
+    ``progress("classes", done, files)`` and ``progress("raises", done, files)``.
     """
+    return scan_files([(file, _site_path(root, prefix, file)) for file in python_files(root)], progress, workers)
+
+
+def scan_files(
+    sources: list[tuple[Path, str]], progress: ProgressCallback | None = None, workers: int | None = None
+) -> tuple[list[ScannedFile], list[Skip]]:
+    """:func:`scan_tree` of the files ``sources`` names: ``(file, its site path)`` pairs."""
     report = progress or (lambda stage, done, total: None)
-    paths = list(python_files(root))
-    sources = [(file, _site_path(root, prefix, file)) for file in paths]
-    tree, parsed, unparsable = _learn_tree(sources, report)
-    files, changed = _find_sites(tree, parsed, report)
+    if workers is None:
+        workers = min(MAX_WORKERS, os.cpu_count() or 1) if len(sources) >= POOL_THRESHOLD else 1
+    with _without_cycle_collection():
+        tree, parsed, unparsable = _learn_tree(sources, report, workers)
+        files, changed = _find_sites(tree, parsed, report, workers)
     for scanned in files.values():
         scanned.sites = number_occurrences(scanned.sites)
         scanned.skips.sort(key=lambda s: s.line)
     return list(files.values()), unparsable + changed
+
+
+#: Files from which a tree is read by several processes (a pool costs about a second to start).
+POOL_THRESHOLD = 400
+MAX_WORKERS = 4
+
+
+@contextlib.contextmanager
+def _without_cycle_collection() -> Iterator[None]:
+    # Parsing makes millions of AST nodes, none in a reference cycle; each pass of the cyclic
+    # collector walks every object still held (the tree's classes, each file's lines), which
+    # doubled the time of a large harvest. Reference counting frees the garbage all the same.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _site_path(root: Path, prefix: str, file: Path) -> str:
@@ -534,24 +571,56 @@ def _site_path(root: Path, prefix: str, file: Path) -> str:
     return str(PurePosixPath(prefix, relative)) if prefix else relative
 
 
-def _learn_tree(sources: list[tuple[Path, str]], report: ProgressCallback) -> tuple[Tree, list[tuple[Path, str]], list[Skip]]:
+def _each(function: Callable[[tuple[Path, str]], Any], sources: list[tuple[Path, str]], workers: int, tree: Tree | None = None) -> Iterator[Any]:
+    """``function`` of each source, in order: in this process, or in a pool of ``workers``."""
+    if workers <= 1:
+        _start_worker(tree, collect=gc.isenabled())
+        yield from map(function, sources)
+        return
+    # Spawned, never forked: a fork would copy whatever the calling program holds.
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(workers, initializer=_start_worker, initargs=(tree, False)) as pool:
+        yield from pool.imap(function, sources, chunksize=8)
+
+
+#: What the second pass needs in every process: the whole tree's classes and helpers.
+_tree: Tree | None = None
+
+
+def _start_worker(tree: Tree | None, collect: bool) -> None:
+    global _tree
+    _tree = tree
+    if not collect:
+        gc.disable()
+
+
+def _learn_file(source: tuple[Path, str]) -> tuple[str, list[tuple[str, ClassInfo]], list[HelperCandidate]] | Skip:
+    """One file's part of the first pass: its classes and helper candidates (or why it has none)."""
+    file, path = source
+    parsed = _parse(file, path)
+    if isinstance(parsed, Skip):
+        return parsed
+    index = index_module(path, *parsed)
+    classes = [(node.name, class_info(node)) for node in index.classes]
+    return path, classes, [c for c in (helper_candidate(index, f) for f in index.functions) if c]
+
+
+def _learn_tree(sources: list[tuple[Path, str]], report: ProgressCallback, workers: int) -> tuple[Tree, list[tuple[Path, str]], list[Skip]]:
     """The first pass: the tree's classes and message helpers; the files that parsed, and the others."""
     tree = Tree()
     candidates: list[HelperCandidate] = []
     parsed_files: list[tuple[Path, str]] = []
     unparsable: list[Skip] = []
-    for number, (file, path) in enumerate(sources):
+    report("classes", 0, len(sources))
+    for number, (source, learnt) in enumerate(zip(sources, _each(_learn_file, sources, workers)), start=1):
+        if isinstance(learnt, Skip):
+            unparsable.append(learnt)
+        else:
+            for name, info in learnt[1]:
+                tree.classes.setdefault(name, []).append(info)
+            candidates.extend(learnt[2])
+            parsed_files.append(source)
         report("classes", number, len(sources))
-        parsed = _parse(file, path)
-        if isinstance(parsed, Skip):
-            unparsable.append(parsed)
-            continue
-        index = index_module(path, *parsed)
-        for node in index.classes:
-            tree.classes.setdefault(node.name, []).append(class_info(node))
-        candidates.extend(c for c in map(lambda f: helper_candidate(index, f), index.functions) if c)
-        parsed_files.append((file, path))
-    report("classes", len(sources), len(sources))
     # The whole tree's classes first: a helper in one file often raises another's class.
     for candidate in candidates:
         helper = candidate.helper(tree)
@@ -560,27 +629,53 @@ def _learn_tree(sources: list[tuple[Path, str]], report: ProgressCallback) -> tu
     return tree, parsed_files, unparsable
 
 
-def _find_sites(tree: Tree, sources: list[tuple[Path, str]], report: ProgressCallback) -> tuple[dict[str, ScannedFile], list[Skip]]:
+def _scan_file(source: tuple[Path, str]) -> tuple[ScannedFile, list[Site]] | Skip:
+    """One file's part of the second pass: its raises, and the sites of its helper calls (which
+    belong to the helpers' files)."""
+    file, path = source
+    tree = _tree
+    assert tree is not None
+    parsed = _parse(file, path, lambda text: _may_raise(tree, text))
+    if isinstance(parsed, Skip):  # changed since the first pass
+        return parsed
+    if parsed[1] is None:
+        return ScannedFile(path, [], [], []), []
+    index = index_module(path, *parsed)
+    scanned = ScannedFile(path, [], [], [])
+    _scan_raises(tree, index, scanned)
+    called: list[Site] = []
+    # Only modules that call something named like a helper are searched for calls.
+    if tree.helpers and not tree.helpers.keys().isdisjoint(_CALLED_NAME.findall(index.text)):
+        for call, place in module_calls(index):
+            helper = helper_for(tree, path, call, place.frame.self_class)
+            site = helper_site(helper, index, call, place) if helper else None
+            if site is not None:
+                called.append(site)
+    return scanned, called
+
+
+def _may_raise(tree: Tree, text: str) -> bool:
+    """Whether a module's text may hold a site: a raise, an assert, or a call of a helper's name
+    (a fifth to a tenth of a tree's source has none, and is not parsed a second time)."""
+    return "raise" in text or "assert" in text or bool(tree.helpers and not tree.helpers.keys().isdisjoint(_CALLED_NAME.findall(text)))
+
+
+def _find_sites(tree: Tree, sources: list[tuple[Path, str]], report: ProgressCallback, workers: int) -> tuple[dict[str, ScannedFile], list[Skip]]:
     """The second pass: each file's sites and unreadable raises; and the files that no longer parse."""
-    files = {path: ScannedFile(path, [], [], []) for _, path in sources}
+    files: dict[str, ScannedFile] = {}
+    called: list[Site] = []
     unparsable: list[Skip] = []
-    for number, (file, path) in enumerate(sources):
+    report("raises", 0, len(sources))
+    for number, scanned in enumerate(_each(_scan_file, sources, workers, tree), start=1):
+        if isinstance(scanned, Skip):
+            unparsable.append(scanned)
+        else:
+            files[scanned[0].path] = scanned[0]
+            called += scanned[1]
         report("raises", number, len(sources))
-        parsed = _parse(file, path)
-        if isinstance(parsed, Skip):  # changed since the first pass
-            unparsable.append(parsed)
-            del files[path]
-            continue
-        index = index_module(path, *parsed)
-        _scan_raises(tree, index, files[path])
-        # Only modules that call something named like a helper are searched for calls.
-        if tree.helpers and not tree.helpers.keys().isdisjoint(_CALLED_NAME.findall(index.text)):
-            for call, place in module_calls(index):
-                helper = helper_for(tree, path, call, place.frame.self_class)
-                site = helper_site(helper, index, call, place) if helper else None
-                if site is not None and site.file in files:
-                    files[site.file].sites.append(site)
-    report("raises", len(sources), len(sources))
+    for site in called:
+        if site.file in files:
+            files[site.file].sites.append(site)
     return files, unparsable
 
 

@@ -55,11 +55,13 @@ class Frame(NamedTuple):
 
 
 class Place(NamedTuple):
-    """Where a statement is: its frame, and its block (the statement list) and position in it."""
+    """Where a statement is: its frame, its block (the statement list) and position in it, and
+    the branches of its function that lead there, outermost first (:func:`conditions`)."""
 
     frame: Frame
     block: list[ast.stmt]
     position: int
+    branches: tuple[tuple[str, ast.AST], ...] = ()
 
     @property
     def qualname(self) -> str:
@@ -141,30 +143,66 @@ _BODIES = ("body", "orelse", "finalbody")
 def _statements(module: ast.Module) -> Iterator[tuple[ast.stmt, Place]]:
     """Every statement of a module with its place; a function definition's frame gets an
     entry (``Function``) that the statements inside it refer to."""
-    stack: list[tuple[list[ast.stmt], Frame]] = [(module.body, Frame((), None, None, None, None))]
+    stack: list[tuple[list[ast.stmt], Frame, tuple]] = [(module.body, Frame((), None, None, None, None), ())]
     while stack:
-        body, frame = stack.pop()
+        body, frame, branches = stack.pop()
         for position, statement in enumerate(body):
-            yield statement, Place(frame, body, position)
+            yield statement, Place(frame, body, position, branches)
             if isinstance(statement, ast.ClassDef):
                 inner = Frame((*frame.scope, statement.name), statement.name, None, None, frame.enclosing)
-                stack.append((statement.body, inner))
+                stack.append((statement.body, inner, ()))
                 continue
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 static = any(dotted(d) == "staticmethod" for d in statement.decorator_list)
                 entry = Function(statement, frame.class_body if not static else None, frame.enclosing)
                 # A function nested in a method still sees the method's `self`.
                 inner = Frame((*frame.scope, statement.name), None, entry.method_of or frame.self_class, entry, entry)
-                stack.append((statement.body, inner))
+                stack.append((statement.body, inner, ()))
                 continue
+            test = getattr(statement, "test", None) if isinstance(statement, (ast.If, ast.While)) else None
             for name in _BODIES:
                 inner_body = getattr(statement, name, None)
                 if inner_body:
-                    stack.append((inner_body, frame))
+                    kind = ("if" if name == "body" else "else") if test is not None else None
+                    stack.append((inner_body, frame, (*branches, (kind, test)) if kind else branches))
             for handler in getattr(statement, "handlers", ()):
-                stack.append((handler.body, frame))
+                stack.append((handler.body, frame, (*branches, ("except", handler.type)) if handler.type else branches))
             for case in getattr(statement, "cases", ()):
-                stack.append((case.body, frame))
+                stack.append((case.body, frame, branches))
+
+
+#: Longest condition quoted in full; a longer one is cut (the source window shows it all).
+CONDITION_CHARS = 100
+
+_NEGATED = {
+    ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.In: ast.NotIn,
+    ast.NotIn: ast.In, ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE, ast.LtE: ast.Gt,
+}  # fmt: skip
+
+
+def _negation(test: ast.expr) -> str:
+    """``test`` negated as a reader would write it: ``x is not None`` rather than ``not x is None``."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return ast.unparse(test.operand)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _NEGATED:
+        return ast.unparse(ast.Compare(test.left, [_NEGATED[type(test.ops[0])]()], test.comparators))
+    text = ast.unparse(test)
+    return f"not {text}" if isinstance(test, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) else f"not ({text})"
+
+
+def conditions(place: Place) -> tuple[str, ...]:
+    """What holds where a statement runs, innermost first, read from the branches around it in
+    its function: ``x is None`` (inside ``if x is None``), ``x is not None`` (its ``else``),
+    ``except KeyError`` (in that handler); a ``while`` loop's test like an ``if``'s."""
+    found: list[str] = []
+    for kind, node in reversed(place.branches):
+        if isinstance(node, ast.Constant):
+            continue  # while True: always
+        text = f"except {ast.unparse(node)}" if kind == "except" else _negation(node) if kind == "else" else ast.unparse(node)
+        text = text if len(text) <= CONDITION_CHARS else text[: CONDITION_CHARS - 1] + "\u2026"
+        if text not in found:
+            found.append(text)
+    return tuple(found)
 
 
 def _flatten(statement: ast.stmt) -> Iterator[ast.stmt]:

@@ -83,6 +83,7 @@ def export_api(
     """Write the API to ``out`` all or nothing: on any error ``out`` is left as it was."""
     started = time.perf_counter()
     urls, paging = Urls.for_site(base_url), Paging(page_size, page_bytes)
+    refuse_learned_drafts(db)
     _check_path_names(db)
     try:
         with replaced_dir(out) as staging:
@@ -97,6 +98,15 @@ def export_api(
             name = getattr(db, "conn", db).execute("PRAGMA database_list").fetchone()[2]
         raise unreadable(name, exc) from None
     return ExportReport(Path(out), count, tree.files, tree.bytes, time.perf_counter() - started)
+
+
+def refuse_learned_drafts(db: Any) -> None:
+    """Refuse a store that holds drafts learned from installed distributions (``errordb learn``):
+    they describe one machine's installed code, have no GitHub source, and are not published."""
+    count, first = getattr(db, "conn", db).execute("SELECT count(*), min(id) FROM records WHERE distribution IS NOT NULL").fetchone()
+    if count:
+        raise ExportError(f"record {first}: distribution: the store holds {count:,} drafts learned from installed distributions "
+                          "(errordb learn); they are local to this machine and are not published: publish a store of your record files")
 
 
 def _check_path_names(db: Any) -> None:

@@ -81,7 +81,9 @@ TABLES: dict[str, dict[str, Any]] = {
 #: Column descriptions of ``records``: every column of the table must have one (a test says so).
 RECORD_COLUMNS = {
     "id": "16 lowercase hex digits, stable for one raise site.",
-    "repo": "GitHub repository, owner/name.",
+    "repo": "GitHub repository, owner/name (null for a draft learned from a distribution that names none).",
+    "distribution": "For a draft learned from an installed distribution (errordb learn): its name; python for the standard library.",
+    "distributionVersion": "The version of that distribution (of Python, for the standard library).",
     "slug": "URL name of the record's page: <site>/errors/<slug>/.",
     "errorCode": "An error code the message carries, if any.",
     "errorMessage": "The message as raised.",
@@ -97,7 +99,7 @@ RECORD_COLUMNS = {
     "the analysed repository under its own licence.",
     "sourceCodeStart": "First line of sourceCode in filePath.",
     "sourceCodeEnd": "Last line of sourceCode in filePath.",
-    "githubUrl": "The source window on GitHub, pinned to analyzedSha.",
+    "githubUrl": "The source window on GitHub, pinned to analyzedSha (null in a learned draft).",
     "documentation": "What the error means.",
     "triggerScenarios": "What triggers it.",
     "commonSituations": "Where people run into it.",
@@ -107,7 +109,7 @@ RECORD_COLUMNS = {
     "typeGuard": "A check that avoids the error up front.",
     "tryCatchPattern": "How to catch and handle it.",
     "backgroundTag": "Failure family: see the families table.",
-    "analyzedSha": "Commit of the repository that was analysed.",
+    "analyzedSha": "Commit of the repository that was analysed (null in a learned draft: an installed copy names none).",
     "analyzedAt": "UTC date or time of the analysis.",
     "schemaVersion": "Record format version (2).",
     "datasetVersion": "Release of the dataset the record belongs to.",

@@ -91,7 +91,13 @@ class Preview:
         if records is not None and not records.exists():
             raise ServeError(f"{records}: no such file or folder")
         if db_path is not None:
-            open_connection(db_path).close()  # not an errordb database: say so before serving
+            from errordb.publish.api import refuse_learned_drafts
+
+            conn = open_connection(db_path)  # not an errordb database: say so before serving
+            try:
+                refuse_learned_drafts(conn)
+            finally:
+                conn.close()
         self.records, self.templates = records, templates_dir()
         self.workdir = Path(tempfile.mkdtemp(prefix="errordb-serve-"))
         self.db_path = db_path or self.workdir / "errordb.db"

@@ -165,6 +165,9 @@ def build_site(
     db_path = _path_of(db)
     conn = open_connection(db_path) if db_path is not None else getattr(db, "conn", db)
     try:
+        from errordb.publish.api import refuse_learned_drafts
+
+        refuse_learned_drafts(conn)
         report = _build(conn, db_path, out, base_url, jobs, progress or (lambda done, total: None))
     except sqlite3.DatabaseError as exc:
         raise unreadable(db_path, exc) from None  # one line, without the damaged text SQLite may quote

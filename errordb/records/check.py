@@ -93,9 +93,10 @@ def check_record(item: LoadedRecord) -> list[RecordError]:
             problem("lineNumber", f"line {record.lineNumber} is not a raise: {line.strip()[:80]!r}")
         elif _is_class_name(raised) and raised.rsplit(".", 1)[-1] != record.errorClass.rsplit(".", 1)[-1]:
             problem("lineNumber", f"line {record.lineNumber} raises {raised}, not {record.errorClass}")
-    url = github_url(record.repo, record.analyzedSha, record.filePath, record.sourceCodeStart, record.sourceCodeEnd)
-    if record.githubUrl != url:
-        problem("githubUrl", f"should be {url}")
+    if record.repo and record.analyzedSha:  # a learned draft has neither (the schema checks that)
+        url = github_url(record.repo, record.analyzedSha, record.filePath, record.sourceCodeStart, record.sourceCodeEnd)
+        if record.githubUrl != url:
+            problem("githubUrl", f"should be {url}")
     if record.slug not in allowed_slugs(record.errorMessage or record.errorClass, record.id):
         problem("slug", f"should be {' or '.join(allowed_slugs(record.errorMessage or record.errorClass, record.id))}")
     return problems
@@ -107,7 +108,7 @@ def _check_location(item: LoadedRecord, path: Path, roots: list[Path]) -> list[R
     record = item.record
     for root in roots:
         if root.is_dir() and path.is_relative_to(root):
-            expected = Path(record.repo) / f"{record.id}.json"
+            expected = Path(record.repo or record.distribution or "") / f"{record.id}.json"
             if path.relative_to(root) != expected:
                 return [RecordError(item.source, record.id, "id", f"file should be at {root / expected}")]
     return []

@@ -65,6 +65,7 @@ def path_name_problems(rows: Iterable[tuple[str, str, str, Iterable[str], str | 
     problems = []
     spelled: dict[str, tuple[str, str]] = {}
     for record_id, repo, slug, tags, family in rows:
+        repo = repo or ""  # a learned draft may name no repository
         owner, _, name = repo.partition("/")
         for field, value in (("slug", slug), ("repo", owner), ("repo", name), *(("tags", t) for t in tags), ("backgroundTag", family)):
             if value and reserved_name(value):

@@ -32,6 +32,9 @@ _SLUG = r"^[a-z0-9]+(?:-[a-z0-9]+)*$"
 _TAG = r"^[a-z0-9]+(?:[-.+][a-z0-9]+)*$"
 _DOTTED_NAME = r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$"
 _WORD = r"^[a-z]+(?:[-_][a-z]+)*$"
+# PEP 508 names and the versions installers record (PEP 440, and local or legacy forms).
+_DISTRIBUTION = r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$"
+_VERSION = r"^[A-Za-z0-9][A-Za-z0-9.+!_-]*$"
 _UTC_DATETIME = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z$"
 _UTC_DATE_OR_DATETIME = r"^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z)?$"
 
@@ -54,7 +57,17 @@ class Record(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     id: str = Field(pattern=_ID, description="16 lowercase hex digits, stable for one raise site.")
-    repo: str = Field(pattern=_REPO, description="GitHub repository as owner/name.")
+    repo: str | None = Field(
+        default=None, pattern=_REPO,
+        description="GitHub repository as owner/name. Required, except in a draft learned from an installed distribution that names none.",
+    )
+    distribution: str | None = Field(
+        default=None, pattern=_DISTRIBUTION, max_length=200,
+        description="The installed distribution a draft was learned from (errordb learn): its name, `python` for the standard library.",
+    )
+    distributionVersion: str | None = Field(
+        default=None, pattern=_VERSION, max_length=100, description="The version of that distribution (of Python for the standard library)."
+    )
     slug: str = Field(pattern=_SLUG, max_length=80, description="URL name of the error page.")
     errorCode: Text | None = None
     errorMessage: str = Field(
@@ -79,7 +92,9 @@ class Record(BaseModel):
     sourceCode: str = Field(max_length=MAX_SOURCE)
     sourceCodeStart: LineNumber
     sourceCodeEnd: LineNumber
-    githubUrl: str = Field(max_length=2000)
+    githubUrl: str | None = Field(
+        default=None, max_length=2000, description="The source window pinned to analyzedSha on GitHub. Required, except in a learned draft."
+    )
     documentation: Text
     triggerScenarios: Text
     commonSituations: Text
@@ -92,7 +107,9 @@ class Record(BaseModel):
     preventionTips: TextList
     tags: Annotated[list[Tag], Field(max_length=MAX_LIST_ITEMS)]
     backgroundTag: str | None = Field(default=None, pattern=_TAG, max_length=64)
-    analyzedSha: str = Field(pattern=_SHA)
+    analyzedSha: str | None = Field(
+        default=None, pattern=_SHA, description="The commit analysed. Required, except in a learned draft (an installed copy names no commit)."
+    )
     analyzedAt: str = Field(pattern=_UTC_DATE_OR_DATETIME, description="UTC date or date-time of the analysis.")
     schemaVersion: int
 
@@ -106,8 +123,8 @@ class Record(BaseModel):
 
     @field_validator("repo")
     @classmethod
-    def _repo_name(cls, value: str) -> str:
-        if value.split("/")[1] in (".", ".."):
+    def _repo_name(cls, value: str | None) -> str | None:
+        if value is not None and value.split("/")[1] in (".", ".."):
             raise ValueError("repository name must not be '.' or '..'")
         return value
 
@@ -125,8 +142,8 @@ class Record(BaseModel):
 
     @field_validator("githubUrl")
     @classmethod
-    def _github_https(cls, value: str) -> str:
-        if not re.fullmatch(r"https://github\.com/[^\s<>\"'\\]+", value):  # in full: "$" also matches before a final newline
+    def _github_https(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"https://github\.com/[^\s<>\"'\\]+", value):  # in full: "$" also matches before a final newline
             raise ValueError("must be an https URL on github.com")
         return value
 
@@ -173,12 +190,25 @@ class Record(BaseModel):
                     )
         return self
 
+    @model_validator(mode="after")
+    def _source_named(self) -> Record:
+        # A harvested or written record points at its source on GitHub; a learned draft at the
+        # installed distribution it was read from, whose commit is not known.
+        if self.distribution is None:
+            for name in ("repo", "githubUrl", "analyzedSha"):
+                if getattr(self, name) is None:
+                    raise ValueError(f"{name}: Field required (only a draft learned from an installed distribution may leave it out)")
+        elif self.distributionVersion is None:
+            raise ValueError("distributionVersion: Field required with distribution")
+        return self
+
     @model_serializer(mode="wrap")
-    def _without_unknown_function(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # functionName came after the first records: a record without it keeps its bytes.
+    def _without_unknown_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Fields that came after the first records are left out when unknown: those keep their bytes.
         data = handler(self)
-        if data.get("functionName", "") is None:
-            del data["functionName"]
+        for name in OPTIONAL_FIELDS:
+            if data.get(name, "") is None:
+                del data[name]
         return data
 
     @model_validator(mode="after")
@@ -202,6 +232,8 @@ class Envelope(BaseModel):
     datasetVersion: str = Field(pattern=_UTC_DATETIME, description="ISO-8601 UTC time of the dataset release.")
 
 
+#: Fields left out of a record file when they are unknown (None).
+OPTIONAL_FIELDS = ("repo", "distribution", "distributionVersion", "functionName", "githubUrl", "analyzedSha")
 #: Record fields that hold lists, and fields that hold the (nullable) scalars, in file order.
 LIST_FIELDS = ("solutions", "preventionTips", "tags")
 FIELD_NAMES = tuple(Record.model_fields)

@@ -41,7 +41,7 @@ LIST_FIELDS = ("solutions", "preventionTips", "tags")
 
 
 SCALAR_FIELDS = (
-    "id", "repo", "slug", "errorCode", "errorMessage", "messagePattern", "errorType", "errorClass",
+    "id", "repo", "distribution", "distributionVersion", "slug", "errorCode", "errorMessage", "messagePattern", "errorType", "errorClass",
     "httpStatus", "severity", "filePath", "lineNumber", "functionName", "sourceCode", "sourceCodeStart", "sourceCodeEnd",
     "githubUrl", "documentation", "triggerScenarios", "commonSituations", "exampleFix", "handlingStrategy",
     "validationCode", "typeGuard", "tryCatchPattern", "backgroundTag", "analyzedSha", "analyzedAt", "schemaVersion",
@@ -49,11 +49,11 @@ SCALAR_FIELDS = (
 
 
 #: Bumped whenever the table layout changes; a database of another layout is refused.
-STORE_VERSION = "6"
+STORE_VERSION = "7"
 
 
 RECORD_COLUMNS: dict[str, type] = {
-    "id": str, "repo": str, "slug": str, "errorCode": str, "errorMessage": str,
+    "id": str, "repo": str, "distribution": str, "distributionVersion": str, "slug": str, "errorCode": str, "errorMessage": str,
     "messagePattern": str, "errorType": str, "errorClass": str, "httpStatus": int,
     "severity": str, "filePath": str, "lineNumber": int, "functionName": str, "sourceCode": str,
     "sourceCodeStart": int, "sourceCodeEnd": int, "githubUrl": str, "documentation": str,
@@ -251,7 +251,7 @@ def ensure_schema(db: sqlite_utils.Database) -> None:
     db["records"].create(
         RECORD_COLUMNS,
         pk="id",
-        not_null={"repo", "slug", "errorMessage", "messagePattern", "errorClass", "filePath", "lineNumber"},
+        not_null={"slug", "errorMessage", "messagePattern", "errorClass", "filePath", "lineNumber"},
         foreign_keys=[("repo", "repos", "id"), ("backgroundTag", "families", "tag")],
     )
     db["records"].create_index(["slug"], unique=True)

@@ -4,6 +4,7 @@ database built from the bundled records on first use and kept in the cache folde
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import sqlite3
@@ -104,20 +105,57 @@ def _is_healthy(path: Path) -> bool:
         return False
 
 
-def resolve_db_path(db_path: str | os.PathLike[str] | None = None) -> Path:
-    """``db_path``, else ``$ERRORDB_DB``, else the embedded default (built when needed)."""
-    path = Path(db_path or os.environ.get("ERRORDB_DB") or default_db_path())
+def layer_dir() -> Path:
+    """The folder of the learned layer (``errordb learn``), in the cache folder."""
+    return cache_dir() / "learned"
+
+
+def layer_db_path() -> Path:
+    """The learned layer's store: the bundled records and every learned draft."""
+    return layer_dir() / f"store-{STORE_VERSION}.db"
+
+
+def read_layer_manifest() -> dict:
+    """What the learned layer holds: ``{"bundled": fingerprint, "sources": {key: {...}}}``; {} before the first learn."""
+    try:
+        return json.loads((layer_dir() / "learned.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def learned_db_path() -> Path | None:
+    """The learned layer's store, when ``errordb learn`` has made one; brought up to date first
+    when the bundled records changed since (an upgrade of errordb)."""
+    path = layer_db_path()
+    if not path.exists():
+        return None
+    manifest = read_layer_manifest()
+    records = bundled_records_dir()
+    if manifest.get("bundled") != records_fingerprint(records):
+        ingest([records, layer_dir() / "records"], path, prune=True)
+        manifest["bundled"] = records_fingerprint(records)
+        partial = layer_dir() / f".learned.json.{os.getpid()}.partial"
+        partial.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(partial, layer_dir() / "learned.json")
+    return path
+
+
+def resolve_db_path(db_path: str | os.PathLike[str] | None = None, *, learned: bool = False) -> Path:
+    """``db_path``, else ``$ERRORDB_DB``, else (with ``learned``) the learned layer's store once
+    there is one, else the embedded default (built when needed)."""
+    path = Path(db_path or os.environ.get("ERRORDB_DB") or (learned and learned_db_path()) or default_db_path())
     if not path.exists():
         raise StoreError(f"{path}: no such database; create it with `errordb ingest --db {path}`")
     return path
 
 
-def open_connection(db_path: str | os.PathLike[str] | None = None) -> sqlite3.Connection:
-    """A read-only connection to the store: the fast path for explain and show.
+def open_connection(db_path: str | os.PathLike[str] | None = None, *, learned: bool = False) -> sqlite3.Connection:
+    """A read-only connection to the store: the fast path for explain and show. With
+    ``learned``, the default is the learned layer's store when ``errordb learn`` made one.
 
     Every read function here accepts it as well as a sqlite_utils Database.
     """
-    path = resolve_db_path(db_path)
+    path = resolve_db_path(db_path, learned=learned)
     try:
         conn = connect_read_only(path)
         row = conn.execute("SELECT value FROM meta WHERE key = 'storeVersion'").fetchone()

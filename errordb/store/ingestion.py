@@ -572,7 +572,7 @@ def _rekey(db: sqlite_utils.Database) -> None:
 def _ensure_parents(db: sqlite_utils.Database, items: list[Prepared], ensured: set[tuple[str, str]]) -> None:
     """Give the repositories, tags and families ``items`` name a row where they have none;
     ``ensured`` holds the (table, name) pairs this ingest has seen to already."""
-    wanted = {("repos", item.row["repo"]) for item in items}
+    wanted = {("repos", item.row["repo"]) for item in items if item.row["repo"]}
     wanted.update(("tags", tag) for item in items for tag in item.tags)
     # A backgroundTag without an entry in families.toml still needs its row (`check` reports it).
     wanted.update(("families", item.row["backgroundTag"]) for item in items if item.row["backgroundTag"])
@@ -636,11 +636,15 @@ def _write_meta(db: sqlite_utils.Database) -> None:
         digest = hashlib.sha256("".join(f"{record_id}:{record_hash}\n" for record_id, record_hash in records).encode())
         whole.update(f"{bucket}:{digest.hexdigest()}\n".encode())
     count, version = db.execute("SELECT count(*), max(datasetVersion) FROM records").fetchone()
+    drafts, sources = db.execute("SELECT count(*), count(DISTINCT distribution) FROM records WHERE distribution IS NOT NULL").fetchone()
     db["meta"].upsert_all(
         [
             {"key": "datasetVersion", "value": version},
             {"key": "recordCount", "value": str(count)},
             {"key": "contentHash", "value": whole.hexdigest()},
+            # What explain says it searched when nothing matches (errordb learn's drafts).
+            {"key": "learnedDrafts", "value": str(drafts)},
+            {"key": "learnedDistributions", "value": str(sources)},
         ],
         pk="key",
     )

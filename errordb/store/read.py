@@ -123,14 +123,15 @@ def iter_record_files(
     :func:`errordb.records.schema.canonical_json` of its envelope, made from the row without a model."""
     from pydantic_core import PydanticSerializationError, to_json
 
-    from errordb.records.schema import FIELD_NAMES, canonical_json
+    from errordb.records.schema import FIELD_NAMES, OPTIONAL_FIELDS, canonical_json
 
     for record in iter_record_dicts(db, where, params, batch):
         # The fields in the schema's order, which is the file's; the serialiser is the one
         # canonical_json's models use (tests/test_export.py compares the two).
         fields = {name: record[name] for name in FIELD_NAMES}
-        if fields["functionName"] is None:
-            del fields["functionName"]  # as Record's serialiser leaves it out
+        for name in OPTIONAL_FIELDS:
+            if fields[name] is None:
+                del fields[name]  # as Record's serialiser leaves it out
         envelope = {"record": fields, "datasetVersion": record["datasetVersion"]}
         try:
             yield record["id"], to_json(envelope)
