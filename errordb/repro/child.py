@@ -24,7 +24,6 @@ adds ``limits``)::
                             "prelude"}},
      "stand_in_modules": {"pkg.mod": {"attr": "pp_group" | "model" | "config"}},
      "advice": [{"key", "record", "field", "filename", "source", "call"}],
-     "patterns": {RECORD_ID: messagePattern},
      "scenarios": [{"key", "guard", "call", "caller_filename", "pp",
                     "config", "state", "model_state"}]}
 
@@ -45,7 +44,6 @@ import inspect
 import json
 import linecache
 import os
-import re
 import sys
 import traceback
 import types
@@ -233,22 +231,13 @@ def _format_traceback(exc, start_filename):
     return "\n".join(lines) + "\n", raising
 
 
-def _describe_exception(exc, start_filename, patterns):
+def _describe_exception(exc, start_filename):
     text, raising = _format_traceback(exc, start_filename)
-    message = str(exc)
-    matches = []
-    for record_id, pattern in (patterns or {}).items():
-        try:
-            if re.search(pattern, message):
-                matches.append(record_id)
-        except re.error:
-            pass
     return {
         "type": _exception_type_name(exc),
         "name": type(exc).__name__,
-        "message": message,
+        "message": str(exc),
         "raisingFrame": raising,
-        "patternMatches": matches,
     }, text
 
 
@@ -403,8 +392,7 @@ def run_scenario(job, scenario):
         value = (eval if mode == "eval" else exec)(code, {"__builtins__": builtins, "model": model})
     except BaseException as exc:  # noqa: BLE001 - SystemExit is an outcome too
         result["outcome"] = "raised"
-        result["exception"], result["traceback"] = _describe_exception(
-            exc, caller, job.get("patterns"))
+        result["exception"], result["traceback"] = _describe_exception(exc, caller)
     else:
         result["outcome"] = "returned"
         result["returnValue"] = repr(value)

@@ -10,6 +10,7 @@ import ast
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from errordb.records.patterns import cached_pattern
 from errordb.records.snippet import snippet_language, split_example_fix
 from errordb.repro.definitions import Reproduction, Subject, SubjectScenario
 from errordb.repro.extract import ExtractedFunction
@@ -181,6 +182,8 @@ def judge_run(repro: Reproduction, subject: Subject, spec: SubjectScenario, run:
 
     ``guard`` is the function that ran, known to tracebacks as ``guard_file``.
     """
+    if run.get("exception") is not None:
+        run["exception"]["patternMatches"] = _pattern_matches(run["exception"]["message"], subject, records)
     decision = _decision(repro, run)
     changes = _changes(initial_state(subject), run.get("state"))
     advice = [AdviceResult(a["record"], a["field"], a["verdict"], a["detail"]) for a in run.get("advice", [])]
@@ -205,6 +208,13 @@ def initial_state(subject: Subject) -> dict[str, str]:
     state = {k: repr(ast.literal_eval(v)) for k, v in subject.state.items()}
     state.update({"model." + k: repr(ast.literal_eval(v)) for k, v in subject.model_state.items()})
     return state
+
+
+def _pattern_matches(message: str, subject: Subject, records: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The subject's records whose messagePattern is found in ``message``, run by RE2 as every
+    pattern is (:mod:`errordb.records.patterns`; a stored pattern compiles: ingest checks it)."""
+    return [record_id for record_id in subject.records if (pattern := records[record_id].get("messagePattern"))
+            and cached_pattern(pattern).search(message) is not None]
 
 
 def _identify(matcher: Matcher | None, traceback: str | None) -> tuple[list[str] | None, str | None]:
@@ -293,7 +303,7 @@ def _raise_problems(record_id: str, run: dict[str, Any], guard: ExtractedFunctio
     want_class = str(record.get("errorClass") or "").rsplit(".", 1)[-1]
     if exc["name"] != want_class:
         problems.append(f"raised {exc['type']}, record {record_id} says {record.get('errorClass')}")
-    if record_id not in exc.get("patternMatches", []):
+    if record_id not in exc["patternMatches"]:
         problems.append(f"message {exc['message']!r} does not match messagePattern of {record_id}")
     frame = exc.get("raisingFrame") or {}
     if frame.get("file") != guard_file or not guard_file.endswith(str(record["filePath"])):

@@ -189,8 +189,6 @@ def _subject_job(repro: Reproduction, subject: Subject, records: Mapping[str, Ma
         "guards": guards,
         "stand_in_modules": repro.stand_in_modules,
         "advice": _advice_jobs(subject, records),
-        "patterns": {rid: records[rid].get("messagePattern") for rid in subject.records
-                     if records[rid].get("messagePattern")},
         "scenarios": scenarios,
     }
 
