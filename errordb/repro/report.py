@@ -195,7 +195,7 @@ def judge_run(repro: Reproduction, subject: Subject, spec: SubjectScenario, run:
         summary=_summarise(run, changes, decision),
         exception=run.get("exception"), traceback=run.get("traceback"),
         return_value=run.get("returnValue"), state=run.get("state"), changes=changes,
-        advice=advice + _unsent_advice(subject, records),
+        advice=advice + advice_snippets(subject, records)[1],
         expected={"raises": spec.expect.raises, "state": spec.expect.state,
                   "advice": dict(sorted(spec.expect.advice.items()))},
         ok=not problems, problems=problems, identified=identified,
@@ -315,21 +315,27 @@ def _raise_problems(record_id: str, run: dict[str, Any], guard: ExtractedFunctio
     return problems
 
 
-def _unsent_advice(subject: Subject, records: Mapping[str, Mapping[str, Any]]) -> list[AdviceResult]:
-    """Advice snippets that exist but were not sent to the child, said explicitly:
-    shell or broken ones, and a typeGuard the definition gives no call for."""
-    unsent = []
+def advice_snippets(subject: Subject, records: Mapping[str, Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[AdviceResult]]:
+    """A subject's advice snippets (validationCode, typeGuard): the jobs for those the child
+    judges each input with (Python, and a typeGuard only with the definition's call for it), and
+    the others, said explicitly: shell or broken ones, a typeGuard the definition gives no call for."""
+    sent: list[dict[str, Any]] = []
+    unsent: list[AdviceResult] = []
     for record_id in subject.records:
         for field_name in ("validationCode", "typeGuard"):
-            language = snippet_language(records[record_id].get(field_name))
+            text = records[record_id].get(field_name)
+            language = snippet_language(text)
             if language == "empty":
                 continue
             if language != "python":
                 unsent.append(AdviceResult(record_id, field_name, "not executed", f"{language}, not executed"))
             elif field_name == "typeGuard" and record_id not in subject.type_guard_calls:
-                unsent.append(AdviceResult(record_id, field_name, "not evaluated",
-                                           "no reviewed call for this typeGuard"))
-    return unsent
+                unsent.append(AdviceResult(record_id, field_name, "not evaluated", "no reviewed call for this typeGuard"))
+            else:
+                sent.append({"key": f"{record_id}.{field_name}", "record": record_id, "field": field_name,
+                             "filename": f"<record {record_id} {field_name}>", "source": text,
+                             "call": subject.type_guard_calls[record_id] if field_name == "typeGuard" else None})
+    return sent, unsent
 
 
 _SHELL = "shell command, recognised and not executed"
