@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
+from errordb.atomic import write_text
 from errordb.errors import ErrordbError
 from errordb.repro.definitions import ReproError, Reproduction, load_reproductions, record_digest, reproduction_for
 from errordb.repro.report import Matcher, ReproReport
@@ -74,8 +75,7 @@ def write_transcripts(db: Any) -> list[Path]:
     written = []
     for report in reports:
         path = transcript_path(report.reproduction)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(transcript_text(report), encoding="utf-8")
+        write_text(path, transcript_text(report))
         written.append(path)
     return written
 
