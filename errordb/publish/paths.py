@@ -98,11 +98,6 @@ def relative_root(path: tuple[str, ...]) -> str:
     return "../" * (len(path) - 1)
 
 
-def href(root: str, target: tuple[str, ...]) -> str:
-    """A link from a page whose root prefix is ``root`` to the file ``target``."""
-    return root + "/".join(target)
-
-
 def public_path(path: tuple[str, ...]) -> str:
     """The URL path of a page, with ``index.html`` left off (``errors/<slug>/``)."""
     if path[-1] == "index.html":

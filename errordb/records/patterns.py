@@ -321,11 +321,6 @@ def fullmatch(pattern: str, text: str) -> bool:
     return cached_pattern(pattern).fullmatch(text) is not None
 
 
-def search(pattern: str, text: str) -> bool:
-    """Whether ``pattern`` matches somewhere in ``text`` (in RE2)."""
-    return cached_pattern(pattern).search(text) is not None
-
-
 def literal_runs(pattern: str) -> list[str]:
     """The runs of literal text that every match of ``pattern`` must contain, in order.
 
