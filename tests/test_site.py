@@ -435,8 +435,8 @@ def test_every_file_of_a_build_is_what_the_site_gives_for_its_path(db_path, site
 
 
 def test_a_template_edited_between_two_builds_of_one_process_is_read_again(db_path, tmp_path, monkeypatch):
-    # errordb serve renders again in its own process after a template edit; the templates are
-    # not stat()ed on every page, so the edit must reach the next render some other way.
+    # errordb serve renders again in its own process after a template edit: the edit must reach
+    # the next render, though the process keeps one jinja2 environment per templates folder.
     import shutil
 
     import errordb.publish.site
@@ -513,7 +513,7 @@ def test_the_environment_reads_dict_fields_as_jinja2_does():
 
     from errordb.publish.site import templates_dir
 
-    ours, theirs = environment(templates_dir(), "test"), jinja2.Environment(undefined=jinja2.StrictUndefined)
+    ours, theirs = environment(templates_dir()), jinja2.Environment(undefined=jinja2.StrictUndefined)
 
     class Thing:
         name = "attribute"

@@ -88,7 +88,7 @@ class Site:
         self.base_url = P.normal_base_url(base_url)
         self.templates = templates or templates_dir()
         self.source = pages.Source.of(conn)
-        self.env = environment(self.templates, _templates_version(self.templates))
+        self.env = environment(self.templates)
 
     def render(self, page: pages.Page) -> bytes:
         path, template, context = page
@@ -359,10 +359,3 @@ def sitemaps(env: Any, base_url: str, html: Iterator[tuple[str, ...]] | list[tup
 
 def _json(data: Any) -> bytes:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode("utf-8")
-
-
-def _templates_version(templates: Path) -> str:
-    """A name for the templates' current state: an edited template gets a new environment
-    (``errordb serve`` renders with the templates as they are now)."""
-    files = sorted(templates.rglob("*.html")) + sorted(templates.rglob("*.xml"))
-    return repr([(str(p.relative_to(templates)), p.stat().st_size, p.stat().st_mtime_ns) for p in files])
