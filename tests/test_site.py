@@ -405,15 +405,10 @@ def test_the_same_records_ingested_in_another_order_build_the_same_site(tmp_path
     assert len(related) > 100  # the generated records do relate to each other
 
 
-def test_manifest_lists_every_rendered_file_with_hashes(site):
+def test_manifest_lists_every_rendered_file(site):
     manifest = json.loads((site / MANIFEST).read_text(encoding="utf-8"))
-    files = {name: sha for name, sha in manifest["files"]}
     rendered = {str(p.relative_to(site)) for p in site.rglob("*") if p.is_file() and not str(p.relative_to(site)).startswith("api/")} - {MANIFEST}
-    assert set(files) == rendered
-    import hashlib
-
-    for name, sha in files.items():
-        assert hashlib.sha256((site / name).read_bytes()).hexdigest() == sha, name
+    assert manifest["files"] == sorted(rendered)
 
 
 def test_every_file_of_a_build_is_what_the_site_gives_for_its_path(db_path, site):

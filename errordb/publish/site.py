@@ -10,7 +10,8 @@ What gets written under the output folder (:mod:`errordb.publish.paths` names th
 - ``docs/api/index.html`` (the JSON API explained), ``404.html``, ``sitemap.xml`` (when the
   site's URL is known), ``static/``;
 - ``api/``: the static JSON API (:func:`errordb.publish.api.write_api`);
-- ``.build-manifest.json``: every file but the API's, with its SHA-256.
+- ``.build-manifest.json``: the names of every file but the API's; a folder without it is not
+  a build, and a build refuses to replace it.
 
 A build renders everything, every time, into a new folder that replaces the old one only when
 everything worked (:func:`errordb.atomic.replaced_dir`). It is deterministic: nothing records a
@@ -24,7 +25,6 @@ each request with, so a preview never waits for a build.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import multiprocessing
 import os
@@ -199,7 +199,7 @@ def _build(conn: sqlite3.Connection, db_path: str | None, out: Path, base_url: s
     report = BuildReport(out=out, workers=workers)
     with replaced_dir(out) as staging:
         tasks = [("api",), *_plan(conn)]  # the API first: the longest task, beside the pages
-        written: list[tuple[str, str]] = []
+        written: list[str] = []
         html: list[tuple[str, ...]] = []
         for done, (files, page_paths) in enumerate(_run_tasks(tasks, workers, db_path, conn, base_url, staging), start=1):
             written += files
@@ -208,7 +208,7 @@ def _build(conn: sqlite3.Connection, db_path: str | None, out: Path, base_url: s
         site = Site(conn, base_url)
         for relative, data in _extra_files(site, html, record_count):
             written.append(_write(staging, relative, data))
-        manifest = {"format": MANIFEST_FORMAT, "version": 2, "files": sorted(written)}
+        manifest = {"format": MANIFEST_FORMAT, "version": 3, "files": sorted(written)}
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=0, separators=(",", ":")) + "\n", encoding="utf-8")
     report.pages = len(html)
     return report
@@ -271,9 +271,9 @@ def _init_worker(db_path: str, base_url: str, staging: str) -> None:
     _Worker.start(connect_read_only(db_path), base_url, Path(staging))
 
 
-def _run_task(task: tuple[Any, ...]) -> tuple[list[tuple[str, str]], list[tuple[str, ...]]]:
-    """Render one task into the staging folder; returns (relative path, SHA-256) of each file
-    written and the paths of its HTML pages."""
+def _run_task(task: tuple[Any, ...]) -> tuple[list[str], list[tuple[str, ...]]]:
+    """Render one task into the staging folder; returns the relative path of each file written
+    and the paths of its HTML pages."""
     worker = _Worker.current
     assert worker is not None
     site, source = worker.site, worker.site.source
@@ -295,7 +295,7 @@ def _run_task(task: tuple[Any, ...]) -> tuple[list[tuple[str, str]], list[tuple[
     return search + files, [page[0] for page in rendered]
 
 
-def _render_records(worker: _Worker, ids: tuple[str, ...]) -> tuple[list[tuple[str, str]], list[tuple[str, ...]]]:
+def _render_records(worker: _Worker, ids: tuple[str, ...]) -> tuple[list[str], list[tuple[str, ...]]]:
     from errordb.store import iter_record_dicts
 
     site = worker.site
@@ -314,8 +314,8 @@ def output_path(root: Path, path: tuple[str, ...]) -> Path:
     return root.joinpath(*path)
 
 
-def _write(staging: Path, relative: str, data: bytes) -> tuple[str, str]:
-    """Write ``data`` at ``relative`` in ``staging``; returns (``relative``, its SHA-256)."""
+def _write(staging: Path, relative: str, data: bytes) -> str:
+    """Write ``data`` at ``relative`` in ``staging``; returns ``relative``."""
     target = output_path(staging, tuple(relative.split("/")))
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -325,7 +325,7 @@ def _write(staging: Path, relative: str, data: bytes) -> tuple[str, str]:
         if exc.filename is None:
             exc.filename = str(target)  # a write's ENOSPC names no file: say which one it was
         raise
-    return relative, hashlib.sha256(data).hexdigest()
+    return relative
 
 
 def _extra_files(site: Site, html: list[tuple[str, ...]], record_count: int) -> Iterator[tuple[str, bytes]]:
