@@ -38,6 +38,7 @@ from typing import Any
 
 from errordb.atomic import replaced_dir
 from errordb.publish import pages
+from errordb.publish.output import dump_json
 from errordb.publish import paths as P
 from errordb.publish.paths import SiteError
 
@@ -123,7 +124,7 @@ class Site:
             return search_meta(count)
         if relative.startswith("search/"):
             number = int(re.sub(r"\D", "", relative))
-            return _json(pages.search_chunk(self.source, number)) if number * BATCH < count else None
+            return dump_json(pages.search_chunk(self.source, number)).encode() if number * BATCH < count else None
         return dict(sitemaps(self.env, self.base_url, self.page_paths())).get(relative)
 
     def page_paths(self) -> Iterator[tuple[str, ...]]:
@@ -288,7 +289,7 @@ def _run_task(task: tuple[Any, ...]) -> tuple[list[str], list[tuple[str, ...]]]:
         return _render_records(worker, task[1])
     if kind == "fixed":
         rendered = [page for listing in pages.fixed_listings(source) for page in listing.all_pages()] + pages.single_pages(source)
-        search = [_write(worker.staging, f"search/chunk-{n}.json", _json(chunk)) for n, chunk in enumerate(pages.search_chunks(source))]
+        search = [_write(worker.staging, f"search/chunk-{n}.json", dump_json(chunk).encode()) for n, chunk in enumerate(pages.search_chunks(source))]
     else:
         rendered, search = list(pages.named_listing(source, kind, task[1]).all_pages()), []
     files = [_write(worker.staging, "/".join(page[0]), site.render(page)) for page in rendered]
@@ -338,7 +339,7 @@ def _extra_files(site: Site, html: list[tuple[str, ...]], record_count: int) -> 
 
 
 def search_meta(record_count: int) -> bytes:
-    return _json({"chunks": (record_count + BATCH - 1) // BATCH, "count": record_count, "fields": SEARCH_FIELDS})
+    return dump_json({"chunks": (record_count + BATCH - 1) // BATCH, "count": record_count, "fields": SEARCH_FIELDS}).encode()
 
 
 def sitemaps(env: Any, base_url: str, html: Iterator[tuple[str, ...]] | list[tuple[str, ...]]) -> list[tuple[str, bytes]]:
@@ -355,7 +356,3 @@ def sitemaps(env: Any, base_url: str, html: Iterator[tuple[str, ...]] | list[tup
     files = [(f"sitemaps/sitemap-{n}.xml", template.render(urls=part).encode("utf-8")) for n, part in enumerate(parts, start=1)]
     index = [f"{base_url}sitemaps/sitemap-{n}.xml" for n in range(1, len(parts) + 1)]
     return [*files, ("sitemap.xml", env.get_template("sitemap-index.xml").render(sitemaps=index).encode("utf-8"))]
-
-
-def _json(data: Any) -> bytes:
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode("utf-8")
