@@ -21,11 +21,12 @@ whatever order they were ingested in.
 from __future__ import annotations
 
 import functools
-import re
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from errordb.records import patterns
 
 MAX_RELATED = 5
 #: How many rows each candidate question may return.
@@ -53,7 +54,6 @@ _STOP_WORDS = frozenset(
     "a an and are as at be but by can cannot for from has have if in is it its must no not of on "
     "or should that the this to was were when which with without".split()
 )
-_WORD = re.compile(r"[a-z0-9_]+")
 
 
 @dataclass(frozen=True)
@@ -73,8 +73,9 @@ class Related:
 
 @functools.lru_cache(maxsize=65536)
 def message_words(message: str) -> frozenset[str]:
-    """The words of a message that can make two messages alike (no stop words, no 1-letter words)."""
-    return frozenset(w for w in _WORD.findall(message.lower()) if len(w) > 1 and w not in _STOP_WORDS)
+    """The words of a message (:func:`errordb.records.patterns.message_words`, all of them) that
+    can make two messages alike: no stop words, no 1-letter words."""
+    return frozenset(w for w in patterns.message_words(message, None) if len(w) > 1 and w not in _STOP_WORDS)
 
 
 def score(record: dict[str, Any], other: dict[str, Any], record_tags: Iterable[str] = (), other_tags: Iterable[str] = ()) -> tuple[float, list[str]]:

@@ -415,7 +415,8 @@ def rarest_word(words: tuple[str, ...], frequency: dict[str, int] | None = None)
     return min(zip(counts, map(neg, map(len, words)), words))[2]
 
 
-def message_words(message: str) -> list[str]:
-    """The distinct lower-case words of a message, to look candidates up by :func:`index_key`."""
+def message_words(message: str, limit: int | None = MAX_MESSAGE_WORDS) -> list[str]:
+    """The distinct lower-case words (``[a-z0-9_]+``) of a message, in order, at most ``limit``:
+    what explain looks candidates up by (:func:`index_key`)."""
     words = dict.fromkeys(_MESSAGE_WORD.findall(message.lower()))
-    return list(words)[:MAX_MESSAGE_WORDS]
+    return list(words)[:limit]
