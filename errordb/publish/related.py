@@ -122,18 +122,24 @@ def _covered(record: dict[str, Any], other: dict[str, Any]) -> float:
     return len(_words(record) & theirs) / len(theirs) if theirs else 0.0
 
 
-def same_message(record: dict[str, Any], other: dict[str, Any]) -> bool:
-    """Whether two records raise the same message (the same pattern, or the same words)."""
-    return bool(record["errorMessage"]) and (
-        record["messagePattern"] == other["messagePattern"] or record["errorMessage"] == other["errorMessage"])
+def same_message_ids(conn: sqlite3.Connection, record: dict[str, Any]) -> list[str]:
+    """The other records with the record's messagePattern or errorMessage, in id order (none
+    for a class raised without a message: every bare ``raise NotImplementedError`` has "")."""
+    if not record["errorMessage"]:
+        return []
+    sql = "SELECT id FROM records WHERE messagePattern = ? UNION SELECT id FROM records WHERE errorMessage = ? ORDER BY id"
+    return [row[0] for row in conn.execute(sql, [record["messagePattern"], record["errorMessage"]]) if row[0] != record["id"]]
 
 
-def rank(record: dict[str, Any], candidates: Iterable[dict[str, Any]], tags: dict[str, list[str]], limit: int = MAX_RELATED) -> list[Related]:
-    """The best ``limit`` candidates for ``record``; ``tags`` maps record ids to their tags."""
+def rank(record: dict[str, Any], candidates: Iterable[dict[str, Any]], tags: dict[str, list[str]], limit: int = MAX_RELATED,
+         same: Iterable[str] = ()) -> list[Related]:
+    """The best ``limit`` candidates for ``record``, none of ``same`` (the records with its
+    message: :func:`same_message_ids`); ``tags`` maps record ids to their tags."""
     own_tags = tags.get(record["id"], ())
+    left_out = {record["id"], *same}
     scored = []
     for other in candidates:
-        if other["id"] == record["id"] or same_message(record, other):
+        if other["id"] in left_out:
             continue
         points, reasons = score(record, other, own_tags, tags.get(other["id"], ()))
         if points > 0:
@@ -203,15 +209,16 @@ def _similar_wording(conn: sqlite3.Connection, record: dict[str, Any]) -> list[s
 
 
 def related_records(
-    conn: sqlite3.Connection, record: dict[str, Any], tags: list[str], limit: int = MAX_RELATED,
+    conn: sqlite3.Connection, record: dict[str, Any], tags: list[str], limit: int = MAX_RELATED, same: list[str] | None = None,
 ) -> list[Related]:
-    """The related errors of ``record`` (a dict with :data:`COLUMNS`), best first."""
+    """The related errors of ``record`` (a dict with :data:`COLUMNS`), best first; ``same``: its
+    :func:`same_message_ids`, when they are known already."""
     ids = candidate_ids(conn, record, tags)
     if not ids:
         return []
     candidates, tag_map = _read_candidates(conn, ids)
     tag_map[record["id"]] = list(tags)
-    return rank(record, candidates, tag_map, limit)
+    return rank(record, candidates, tag_map, limit, same_message_ids(conn, record) if same is None else same)
 
 
 def _read_candidates(conn: sqlite3.Connection, ids: list[str]) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
