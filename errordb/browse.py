@@ -80,13 +80,6 @@ class Filters:
 SHOW_FORMATS = ("text", "json", "markdown")
 
 
-def resolve(db: Any, key: str) -> str:
-    """The id of the record named by ``key`` (id, slug, their ends, or page/JSON URL); :class:`~errordb.errors.NotFound` otherwise."""
-    from errordb.store.read import resolve_record_id
-
-    return resolve_record_id(db, key)
-
-
 def show(db: Any, key: str, output_format: str = "text", *, color: bool = False, width: int | None = None,
          site: str | None = None) -> str:
     """One record, rendered as explain renders its best match.
@@ -101,8 +94,9 @@ def show(db: Any, key: str, output_format: str = "text", *, color: bool = False,
     from errordb.explainer import render
     from errordb.repro import reproduction_text
     from errordb.store import get_envelope, get_family, get_record
+    from errordb.store.read import resolve_record_id
 
-    record_id = resolve(db, key)
+    record_id = resolve_record_id(db, key)
     if output_format == "json":
         from errordb.records.schema import canonical_json
 

@@ -8,7 +8,19 @@ from __future__ import annotations
 
 import re
 
-_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Every alternative starts with a fixed character and its repeated parts are disjoint character
+# classes, so the pattern runs in linear time whatever the text.
+_ESCAPE = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor movement
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: window titles, hyperlinks
+    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"  # DCS, SOS, PM, APC strings
+    r"|\x1b[ -/]*[0-~]"  # other escape sequences (charset selection, ESC 7, ...)
+    r"|\x1b"  # a lone ESC
+    r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
+)
+# C0 controls but tab and newline, DEL, and the C1 controls (U+0080-U+009F): some terminals
+# obey C1 introducers (OSC, DCS, ...) in UTF-8 text as they obey ESC sequences.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # Characters that are not drawn but change how the text around them is drawn: Unicode's format
 # characters (category Cf) and the line and paragraph separators. The bidirectional embeddings,
 # overrides, isolates and marks (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C) make a
@@ -35,17 +47,25 @@ def reveal_invisible(text: str) -> str:
     return _INVISIBLE.sub(lambda m: f"<U+{ord(m.group()):04X}>", text)
 
 
+def without_escapes(text: str) -> str:
+    """``text`` without terminal escape sequences and control characters (C0, DEL, C1; newlines
+    and tabs stay)."""
+    if "\x1b" in text or "\x9b" in text:
+        text = _ESCAPE.sub("", text)
+    return text if text.isprintable() else _CONTROL.sub("", text)
+
+
 def clean(text: str | None) -> str:
-    """``text`` for a terminal: without escape sequences and control characters (newlines and
-    tabs stay), invisible formatting characters shown as ``<U+XXXX>``."""
-    return reveal_invisible(_CONTROL.sub("", text or ""))
+    """``text`` for a terminal: :func:`without_escapes`, invisible formatting characters shown as
+    ``<U+XXXX>``."""
+    return reveal_invisible(without_escapes(text or ""))
 
 
 def one_line(text: str) -> str:
     """``text`` as one safe line: control characters (newlines, ESC...) written as ``\\xNN``,
     invisible formatting characters as ``<U+XXXX>``. For error messages that quote untrusted
     text (file names, command-line arguments, SQLite's messages quoting a damaged database)."""
-    return reveal_invisible(_ONE_LINE_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text))
+    return reveal_invisible(printable(text))
 
 
 def printable(text: str) -> str:

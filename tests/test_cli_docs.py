@@ -28,8 +28,10 @@ def test_the_generator_does_not_depend_on_the_terminal(monkeypatch):
 
 def test_check_mode_reports_staleness(tmp_path, monkeypatch):
     stale = tmp_path / "cli.md"
-    stale.write_text("old\n", encoding="utf-8")
+    head = f"# Written by hand\n\n{docs_cli.MARKER}\n"
+    stale.write_text(head + "old\n", encoding="utf-8")
     monkeypatch.setattr(docs_cli, "DOC", stale)
     assert docs_cli.main(["--check"]) == 1
     assert docs_cli.main([]) == 0
     assert docs_cli.main(["--check"]) == 0
+    assert stale.read_text(encoding="utf-8").startswith(head + "\n| command |")  # only what follows the marker is generated

@@ -286,12 +286,14 @@ def test_a_killed_releases_partial_files_are_removed_by_the_next_one(tmp_path):
     assert sorted(p.name for p in dist.iterdir()) == sorted([*kept, "errordb.db", "errordb.metadata.json"])
 
 
-def test_cli_export_refuses_a_base_url_that_cannot_be_linked(tmp_path):
+@pytest.mark.parametrize("base_url", ["/a b/", "ftp://evil/", "javascript:alert(1)", 'https://x.example/"><script>'])
+def test_cli_export_refuses_a_base_url_that_cannot_be_linked(tmp_path, base_url):
+    # The rule build has (errordb.publish.paths.normal_base_url): a path, or an http(s) URL.
     db_path = tmp_path / "errordb.db"
     ingest([RECORDS], db_path)
-    result = CliRunner().invoke(cli, ["export", "--db", str(db_path), "--out", str(tmp_path / "api"), "--base-url", "/a b/"])
+    result = CliRunner().invoke(cli, ["export", "--db", str(db_path), "--out", str(tmp_path / "api"), "--base-url", base_url])
     assert result.exit_code == 2
-    assert "must not contain spaces" in result.output
+    assert result.stderr == f"errordb: --base-url {base_url!r}: give a path such as /errordb/ or an http(s) URL\n"
     assert not (tmp_path / "api").exists()
 
 

@@ -87,7 +87,7 @@ def _job(prelude: str) -> dict:
              "first_line": 1, "prelude": prelude}
     scenario = {"key": "s", "guard": "g", "call": "guard()", "caller_filename": "<hostile>", "pp": 1,
                 "config": {}, "state": {}, "model_state": {}}
-    return {"protocol": 1, "guards": {"g": guard}, "stand_in_modules": {}, "advice": [], "patterns": {},
+    return {"protocol": 1, "guards": {"g": guard}, "stand_in_modules": {}, "advice": [],
             "scenarios": [scenario]}
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from test_site_dom import parse_html
 
-from errordb.publish.highlight import code_block, highlight_lines
+from errordb.publish.highlight import _highlighted, code_block
 
 
 def test_every_source_line_keeps_its_text_and_its_real_number():
@@ -29,9 +29,9 @@ def test_text_is_escaped_and_unnumbered_blocks_have_no_numbers():
 
 
 def test_shell_and_unknown_languages():
-    assert highlight_lines("python -m sglang.launch_server --pp 2", "shell")
-    assert [str(x) for x in highlight_lines("a\nb", "cobol")] == ["a", "b"]
-    assert highlight_lines("") == []
+    assert _highlighted("python -m sglang.launch_server --pp 2", "shell")
+    assert list(_highlighted("a\nb", "cobol")) == ["a", "b"]
+    assert _highlighted("", "python") == ()
 
 
 def test_python_lexed_line_by_line_is_coloured_as_pygments_colours_the_whole_window():
@@ -40,7 +40,7 @@ def test_python_lexed_line_by_line_is_coloured_as_pygments_colours_the_whole_win
     colours are those of Pygments lexing the window whole."""
     from pathlib import Path
 
-    from errordb.publish.highlight import _highlighted, _lexed
+    from errordb.publish.highlight import _lexed
 
     root = Path(__file__).resolve().parents[1]
     checked = 0

@@ -32,7 +32,8 @@ def test_same_function_beats_same_module_beats_family_beats_tags_and_the_same_me
     similar_meaning = rec("h", documentation="The cache tensor layout changed between releases.")
     me["documentation"] = "Raised when the cache tensor layout changed between releases."
     tags = {"a": ["t1", "t2"], "f": ["t1"]}
-    ranked = R.rank(me, [nothing, shared_tag, same_family, same_message, same_file, same_function, similar_meaning], tags)
+    candidates = [nothing, shared_tag, same_family, same_message, same_file, same_function, similar_meaning]
+    ranked = R.rank(me, candidates, tags, same=["d"])
     # The same message elsewhere has a box of its own on the page: never a related error. Words
     # of the record's meaning that cover another's say more than a shared module.
     assert [r.id for r in ranked] == ["b", "h", "c", "e", "f"]

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from errordb.errors import ErrordbError
+from errordb.publish.paths import normal_base_url
 
 
 class ExportError(ErrordbError):
@@ -91,11 +92,9 @@ class Urls:
 
     @classmethod
     def for_site(cls, base_url: str) -> Urls:
-        """``base_url`` is where the site is served (``/``, ``https://host/errordb/``)."""
-        base = base_url.strip() or "/"
-        if any(c.isspace() or c in "\"<>\\" for c in base):
-            raise ExportError(f"base URL {base_url!r} must not contain spaces, quotes, '<', '>' or backslashes")
-        return cls(base if base.endswith("/") else base + "/")
+        """``base_url`` is where the site is served (``/``, ``https://host/errordb/``), as build
+        takes it (:func:`~errordb.publish.paths.normal_base_url`)."""
+        return cls(normal_base_url(base_url))
 
     @property
     def api_root(self) -> str:

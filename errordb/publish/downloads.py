@@ -35,12 +35,19 @@ class Downloads:
         self._zip = self._stack.enter_context(zipfile.ZipFile(self._stack.enter_context(tree.open(layout.ALL_ZIP)), "w"))
 
     def add(self, record_id: str, data: bytes) -> None:
-        self._jsonl.write(data + b"\n")
-        entry = zipfile.ZipInfo(f"{record_id}.json", date_time=ZIP_DATE)
-        entry.create_system = 3
-        entry.external_attr = ZIP_FILE_MODE
-        entry.compress_type = zipfile.ZIP_DEFLATED
-        self._zip.writestr(entry, data, compresslevel=COMPRESS_LEVEL)
+        name = layout.ALL_JSONL
+        try:
+            self._jsonl.write(data + b"\n")
+            name = layout.ALL_ZIP
+            entry = zipfile.ZipInfo(f"{record_id}.json", date_time=ZIP_DATE)
+            entry.create_system = 3
+            entry.external_attr = ZIP_FILE_MODE
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            self._zip.writestr(entry, data, compresslevel=COMPRESS_LEVEL)
+        except OSError as exc:
+            if exc.filename is None:  # a write's ENOSPC names no file: say which one it was
+                exc.filename = str(self._tree.path(name))
+            raise
 
     def close(self) -> dict[str, dict[str, Any]]:
         """Finish both files; returns each one's ``bytes`` and ``sha256`` (for ``version.json``)."""

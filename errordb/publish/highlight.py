@@ -77,11 +77,6 @@ def _python_line(line: str) -> str:
     return _lexed(line + "\n", "python")[0]
 
 
-def highlight_lines(source: str, language: str = "python") -> list[Markup]:
-    """The coloured HTML of each line of ``source`` (no trailing newline characters)."""
-    return [Markup(html) for html in _highlighted(source, language)]
-
-
 def _lexed(text: str, language: str) -> list[str]:
     """The HTML of each line of ``text`` (already escaped: plain strings, as a page has ~40 of them)."""
     # Tokens become runs of one class; neighbours of one class are merged so pages stay small.

@@ -95,7 +95,7 @@ def record_page(source: Source, data: dict[str, Any]) -> Page:
     P.record_id(data["id"])
     record = {key: value for key, value in data.items() if key not in ("datasetVersion", "function", "contentHash")}
     function = data.get("function")
-    same = same_message_ids(source.conn, data)
+    same = related.same_message_ids(source.conn, data)
     context: dict[str, Any] = {
         "record": record,
         "function": function,
@@ -119,21 +119,12 @@ def record_page(source: Source, data: dict[str, Any]) -> Page:
                 "errorClass": r.errorClass, "repo": r.repo, "filePath": r.filePath, "fileName": r.filePath.rsplit("/", 1)[-1],
                 "lineNumber": r.lineNumber, "reasons": list(r.reasons),
             }  # fmt: skip
-            for r in related.related_records(source.conn, data, data["tags"])
+            for r in related.related_records(source.conn, data, data["tags"], same=same)
         ],
         "repro": reproduction_view(data),
         "datasetVersion": data["datasetVersion"],
     }
     return (*P.record_dir(data["slug"]), "index.html"), "error.html", context
-
-
-def same_message_ids(conn: sqlite3.Connection, record: dict[str, Any]) -> list[str]:
-    """The other records with the record's messagePattern or errorMessage, in id order (none
-    for a class raised without a message: every bare ``raise NotImplementedError`` has "")."""
-    if not record["errorMessage"]:
-        return []
-    sql = "SELECT id FROM records WHERE messagePattern = ? UNION SELECT id FROM records WHERE errorMessage = ? ORDER BY id"
-    return [row[0] for row in conn.execute(sql, [record["messagePattern"], record["errorMessage"]]) if row[0] != record["id"]]
 
 
 def _language(code: str | None) -> str:

@@ -18,7 +18,7 @@ import hashlib
 import re
 
 from errordb.errors import ErrordbError
-from errordb.records.conventions import reserved_name
+from errordb.records.conventions import normal_site_url, reserved_name
 
 _SEGMENT = re.compile(r"^[a-z0-9-]+$")
 _ID = re.compile(r"^[0-9a-f]{16}$")
@@ -98,11 +98,6 @@ def relative_root(path: tuple[str, ...]) -> str:
     return "../" * (len(path) - 1)
 
 
-def href(root: str, target: tuple[str, ...]) -> str:
-    """A link from a page whose root prefix is ``root`` to the file ``target``."""
-    return root + "/".join(target)
-
-
 def public_path(path: tuple[str, ...]) -> str:
     """The URL path of a page, with ``index.html`` left off (``errors/<slug>/``)."""
     if path[-1] == "index.html":
@@ -111,8 +106,9 @@ def public_path(path: tuple[str, ...]) -> str:
 
 
 def normal_base_url(base_url: str) -> str:
-    """``--base-url`` checked and ending in ``/``: a path (``/``, ``/docs/``) or an http(s) URL."""
-    value = (base_url or "/").strip()
-    if not re.fullmatch(r"(?:https?://[A-Za-z0-9.-]+(?::\d+)?)?/[A-Za-z0-9._~/%-]*|https?://[A-Za-z0-9.-]+(?::\d+)?", value):
+    """``--base-url`` of build and export, checked and ending in ``/``: a path (``/``, ``/docs/``)
+    or an http(s) URL (:func:`~errordb.records.conventions.normal_site_url`)."""
+    value = normal_site_url(base_url or "/", path=True)
+    if value is None:
         raise SiteError(f"--base-url {base_url!r}: give a path such as /errordb/ or an http(s) URL")
-    return value if value.endswith("/") else value + "/"
+    return value

@@ -21,11 +21,12 @@ whatever order they were ingested in.
 from __future__ import annotations
 
 import functools
-import re
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from errordb.records import patterns
 
 MAX_RELATED = 5
 #: How many rows each candidate question may return.
@@ -53,7 +54,6 @@ _STOP_WORDS = frozenset(
     "a an and are as at be but by can cannot for from has have if in is it its must no not of on "
     "or should that the this to was were when which with without".split()
 )
-_WORD = re.compile(r"[a-z0-9_]+")
 
 
 @dataclass(frozen=True)
@@ -73,8 +73,9 @@ class Related:
 
 @functools.lru_cache(maxsize=65536)
 def message_words(message: str) -> frozenset[str]:
-    """The words of a message that can make two messages alike (no stop words, no 1-letter words)."""
-    return frozenset(w for w in _WORD.findall(message.lower()) if len(w) > 1 and w not in _STOP_WORDS)
+    """The words of a message (:func:`errordb.records.patterns.message_words`, all of them) that
+    can make two messages alike: no stop words, no 1-letter words."""
+    return frozenset(w for w in patterns.message_words(message, None) if len(w) > 1 and w not in _STOP_WORDS)
 
 
 def score(record: dict[str, Any], other: dict[str, Any], record_tags: Iterable[str] = (), other_tags: Iterable[str] = ()) -> tuple[float, list[str]]:
@@ -121,18 +122,24 @@ def _covered(record: dict[str, Any], other: dict[str, Any]) -> float:
     return len(_words(record) & theirs) / len(theirs) if theirs else 0.0
 
 
-def same_message(record: dict[str, Any], other: dict[str, Any]) -> bool:
-    """Whether two records raise the same message (the same pattern, or the same words)."""
-    return bool(record["errorMessage"]) and (
-        record["messagePattern"] == other["messagePattern"] or record["errorMessage"] == other["errorMessage"])
+def same_message_ids(conn: sqlite3.Connection, record: dict[str, Any]) -> list[str]:
+    """The other records with the record's messagePattern or errorMessage, in id order (none
+    for a class raised without a message: every bare ``raise NotImplementedError`` has "")."""
+    if not record["errorMessage"]:
+        return []
+    sql = "SELECT id FROM records WHERE messagePattern = ? UNION SELECT id FROM records WHERE errorMessage = ? ORDER BY id"
+    return [row[0] for row in conn.execute(sql, [record["messagePattern"], record["errorMessage"]]) if row[0] != record["id"]]
 
 
-def rank(record: dict[str, Any], candidates: Iterable[dict[str, Any]], tags: dict[str, list[str]], limit: int = MAX_RELATED) -> list[Related]:
-    """The best ``limit`` candidates for ``record``; ``tags`` maps record ids to their tags."""
+def rank(record: dict[str, Any], candidates: Iterable[dict[str, Any]], tags: dict[str, list[str]], limit: int = MAX_RELATED,
+         same: Iterable[str] = ()) -> list[Related]:
+    """The best ``limit`` candidates for ``record``, none of ``same`` (the records with its
+    message: :func:`same_message_ids`); ``tags`` maps record ids to their tags."""
     own_tags = tags.get(record["id"], ())
+    left_out = {record["id"], *same}
     scored = []
     for other in candidates:
-        if other["id"] == record["id"] or same_message(record, other):
+        if other["id"] in left_out:
             continue
         points, reasons = score(record, other, own_tags, tags.get(other["id"], ()))
         if points > 0:
@@ -202,15 +209,16 @@ def _similar_wording(conn: sqlite3.Connection, record: dict[str, Any]) -> list[s
 
 
 def related_records(
-    conn: sqlite3.Connection, record: dict[str, Any], tags: list[str], limit: int = MAX_RELATED,
+    conn: sqlite3.Connection, record: dict[str, Any], tags: list[str], limit: int = MAX_RELATED, same: list[str] | None = None,
 ) -> list[Related]:
-    """The related errors of ``record`` (a dict with :data:`COLUMNS`), best first."""
+    """The related errors of ``record`` (a dict with :data:`COLUMNS`), best first; ``same``: its
+    :func:`same_message_ids`, when they are known already."""
     ids = candidate_ids(conn, record, tags)
     if not ids:
         return []
     candidates, tag_map = _read_candidates(conn, ids)
     tag_map[record["id"]] = list(tags)
-    return rank(record, candidates, tag_map, limit)
+    return rank(record, candidates, tag_map, limit, same_message_ids(conn, record) if same is None else same)
 
 
 def _read_candidates(conn: sqlite3.Connection, ids: list[str]) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:

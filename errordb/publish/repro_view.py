@@ -2,11 +2,10 @@
 
 A reviewed reproduction (``records/repros/<id>.toml``) has a transcript of its captured run
 (``records/repros/transcripts/<id>.json``). The site only *reads* transcripts through
-:mod:`errordb.repro.reproduction` (``load_transcript``, ``side_by_side``, ``transcript_is_current``): building
+:mod:`errordb.repro` (``load_transcript``, ``side_by_side``, ``transcript_is_current``): building
 the site never executes record code, and never starts the reproduction sandbox.
 
-:func:`reproduction_view` turns a transcript into plain data for the template (JSON-able, so it
-is part of the page's input hash for incremental builds).
+:func:`reproduction_view` turns a transcript into plain data for the template.
 """
 
 from __future__ import annotations
@@ -110,8 +109,3 @@ def _scenario(scenario: dict[str, Any]) -> dict[str, Any]:
 def _paragraphs(text: str) -> list[str]:
     """Hard-wrapped text as paragraphs (blank lines separate them; line breaks are spaces)."""
     return [" ".join(block.split()) for block in text.split("\n\n") if block.strip()]
-
-
-def covered_records() -> list[str]:
-    """The ids of the records a reviewed reproduction covers."""
-    return sorted(_covered())

@@ -10,7 +10,8 @@ What gets written under the output folder (:mod:`errordb.publish.paths` names th
 - ``docs/api/index.html`` (the JSON API explained), ``404.html``, ``sitemap.xml`` (when the
   site's URL is known), ``static/``;
 - ``api/``: the static JSON API (:func:`errordb.publish.api.write_api`);
-- ``.build-manifest.json``: every file but the API's, with its SHA-256.
+- ``.build-manifest.json``: the names of every file but the API's; a folder without it is not
+  a build, and a build refuses to replace it.
 
 A build renders everything, every time, into a new folder that replaces the old one only when
 everything worked (:func:`errordb.atomic.replaced_dir`). It is deterministic: nothing records a
@@ -24,7 +25,6 @@ each request with, so a preview never waits for a build.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import multiprocessing
 import os
@@ -38,6 +38,7 @@ from typing import Any
 
 from errordb.atomic import replaced_dir
 from errordb.publish import pages
+from errordb.publish.output import dump_json
 from errordb.publish import paths as P
 from errordb.publish.paths import SiteError
 
@@ -88,7 +89,7 @@ class Site:
         self.base_url = P.normal_base_url(base_url)
         self.templates = templates or templates_dir()
         self.source = pages.Source.of(conn)
-        self.env = environment(self.templates, _templates_version(self.templates))
+        self.env = environment(self.templates)
 
     def render(self, page: pages.Page) -> bytes:
         path, template, context = page
@@ -123,7 +124,7 @@ class Site:
             return search_meta(count)
         if relative.startswith("search/"):
             number = int(re.sub(r"\D", "", relative))
-            return _json(pages.search_chunk(self.source, number)) if number * BATCH < count else None
+            return dump_json(pages.search_chunk(self.source, number)).encode() if number * BATCH < count else None
         return dict(sitemaps(self.env, self.base_url, self.page_paths())).get(relative)
 
     def page_paths(self) -> Iterator[tuple[str, ...]]:
@@ -202,7 +203,7 @@ def _build(conn: sqlite3.Connection, db_path: str | None, out: Path, base_url: s
     report = BuildReport(out=out, workers=workers)
     with replaced_dir(out) as staging:
         tasks = [("api",), *_plan(conn)]  # the API first: the longest task, beside the pages
-        written: list[tuple[str, str]] = []
+        written: list[str] = []
         html: list[tuple[str, ...]] = []
         for done, (files, page_paths) in enumerate(_run_tasks(tasks, workers, db_path, conn, base_url, staging), start=1):
             written += files
@@ -211,7 +212,7 @@ def _build(conn: sqlite3.Connection, db_path: str | None, out: Path, base_url: s
         site = Site(conn, base_url)
         for relative, data in _extra_files(site, html, record_count):
             written.append(_write(staging, relative, data))
-        manifest = {"format": MANIFEST_FORMAT, "version": 2, "files": sorted(written)}
+        manifest = {"format": MANIFEST_FORMAT, "version": 3, "files": sorted(written)}
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=0, separators=(",", ":")) + "\n", encoding="utf-8")
     report.pages = len(html)
     return report
@@ -274,9 +275,9 @@ def _init_worker(db_path: str, base_url: str, staging: str) -> None:
     _Worker.start(connect_read_only(db_path), base_url, Path(staging))
 
 
-def _run_task(task: tuple[Any, ...]) -> tuple[list[tuple[str, str]], list[tuple[str, ...]]]:
-    """Render one task into the staging folder; returns (relative path, SHA-256) of each file
-    written and the paths of its HTML pages."""
+def _run_task(task: tuple[Any, ...]) -> tuple[list[str], list[tuple[str, ...]]]:
+    """Render one task into the staging folder; returns the relative path of each file written
+    and the paths of its HTML pages."""
     worker = _Worker.current
     assert worker is not None
     site, source = worker.site, worker.site.source
@@ -291,14 +292,14 @@ def _run_task(task: tuple[Any, ...]) -> tuple[list[tuple[str, str]], list[tuple[
         return _render_records(worker, task[1])
     if kind == "fixed":
         rendered = [page for listing in pages.fixed_listings(source) for page in listing.all_pages()] + pages.single_pages(source)
-        search = [_write(worker.staging, f"search/chunk-{n}.json", _json(chunk)) for n, chunk in enumerate(pages.search_chunks(source))]
+        search = [_write(worker.staging, f"search/chunk-{n}.json", dump_json(chunk).encode()) for n, chunk in enumerate(pages.search_chunks(source))]
     else:
         rendered, search = list(pages.named_listing(source, kind, task[1]).all_pages()), []
     files = [_write(worker.staging, "/".join(page[0]), site.render(page)) for page in rendered]
     return search + files, [page[0] for page in rendered]
 
 
-def _render_records(worker: _Worker, ids: tuple[str, ...]) -> tuple[list[tuple[str, str]], list[tuple[str, ...]]]:
+def _render_records(worker: _Worker, ids: tuple[str, ...]) -> tuple[list[str], list[tuple[str, ...]]]:
     from errordb.store import iter_record_dicts
 
     site = worker.site
@@ -317,8 +318,8 @@ def output_path(root: Path, path: tuple[str, ...]) -> Path:
     return root.joinpath(*path)
 
 
-def _write(staging: Path, relative: str, data: bytes) -> tuple[str, str]:
-    """Write ``data`` at ``relative`` in ``staging``; returns (``relative``, its SHA-256)."""
+def _write(staging: Path, relative: str, data: bytes) -> str:
+    """Write ``data`` at ``relative`` in ``staging``; returns ``relative``."""
     target = output_path(staging, tuple(relative.split("/")))
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -328,7 +329,7 @@ def _write(staging: Path, relative: str, data: bytes) -> tuple[str, str]:
         if exc.filename is None:
             exc.filename = str(target)  # a write's ENOSPC names no file: say which one it was
         raise
-    return relative, hashlib.sha256(data).hexdigest()
+    return relative
 
 
 def _extra_files(site: Site, html: list[tuple[str, ...]], record_count: int) -> Iterator[tuple[str, bytes]]:
@@ -341,7 +342,7 @@ def _extra_files(site: Site, html: list[tuple[str, ...]], record_count: int) -> 
 
 
 def search_meta(record_count: int) -> bytes:
-    return _json({"chunks": (record_count + BATCH - 1) // BATCH, "count": record_count, "fields": SEARCH_FIELDS})
+    return dump_json({"chunks": (record_count + BATCH - 1) // BATCH, "count": record_count, "fields": SEARCH_FIELDS}).encode()
 
 
 def sitemaps(env: Any, base_url: str, html: Iterator[tuple[str, ...]] | list[tuple[str, ...]]) -> list[tuple[str, bytes]]:
@@ -358,14 +359,3 @@ def sitemaps(env: Any, base_url: str, html: Iterator[tuple[str, ...]] | list[tup
     files = [(f"sitemaps/sitemap-{n}.xml", template.render(urls=part).encode("utf-8")) for n, part in enumerate(parts, start=1)]
     index = [f"{base_url}sitemaps/sitemap-{n}.xml" for n in range(1, len(parts) + 1)]
     return [*files, ("sitemap.xml", env.get_template("sitemap-index.xml").render(sitemaps=index).encode("utf-8"))]
-
-
-def _json(data: Any) -> bytes:
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode("utf-8")
-
-
-def _templates_version(templates: Path) -> str:
-    """A name for the templates' current state: an edited template gets a new environment
-    (``errordb serve`` renders with the templates as they are now)."""
-    files = sorted(templates.rglob("*.html")) + sorted(templates.rglob("*.xml"))
-    return repr([(str(p.relative_to(templates)), p.stat().st_size, p.stat().st_mtime_ns) for p in files])

@@ -62,13 +62,10 @@ class _Environment(jinja2.Environment):
 
 
 @functools.lru_cache(maxsize=8)
-def environment(templates: Path, version: str = "") -> jinja2.Environment:
-    """The environment for the templates in ``templates`` (one per folder and process).
-
-    ``version`` names the templates' contents (the build's environment key): templates are
-    read once per environment, so a process that builds again after an edit (``errordb
-    serve``) asks with the new version and gets a new environment.
-    """
+def environment(templates: Path) -> jinja2.Environment:
+    """The environment for the templates in ``templates`` (one per folder and process). jinja2
+    reads a template again when its file has changed since (``errordb serve`` renders with the
+    templates as they are now)."""
     env = _Environment(
         loader=jinja2.FileSystemLoader(str(templates)),
         autoescape=jinja2.select_autoescape(enabled_extensions=("html", "xml"), default_for_string=True, default=True),
@@ -76,9 +73,6 @@ def environment(templates: Path, version: str = "") -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
-        # No stat() of the extended and imported templates on every page (three a page) to see
-        # whether they changed: see ``version``.
-        auto_reload=False,
     )
     # visible: bidi controls and invisible characters as <U+XXXX>, for text shown as code.
     env.filters.update(rich=rich_text, shorten=shorten, https=safe_https_url, plural=_plural, visible=reveal_invisible)

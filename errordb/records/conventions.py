@@ -79,12 +79,15 @@ def path_name_problems(rows: Iterable[tuple[str, str, str, Iterable[str], str | 
 
 
 #: A site's URL as errordb takes it: http(s), a plain host, a path of URL-safe characters.
-_SITE_URL = re.compile(r"https?://[A-Za-z0-9.-]+(?::\d+)?(?:/[A-Za-z0-9._~/%-]*)?")
+_SITE_PATH = r"/[A-Za-z0-9._~/%-]*"
+_SITE_URL = re.compile(rf"https?://[A-Za-z0-9.-]+(?::\d+)?(?:{_SITE_PATH})?")
 
 
-def normal_site_url(value: str) -> str | None:
-    """``value`` as a site URL ending in ``/``, or None when it is not an http(s) URL errordb takes."""
+def normal_site_url(value: str, *, path: bool = False) -> str | None:
+    """``value`` as a site URL ending in ``/``, or None when it is not an http(s) URL errordb
+    takes. With ``path``, a path on the site's host (``/``, ``/errordb/``) is taken too: what
+    build and export, whose links are relative, are given as ``--base-url``."""
     value = value.strip()
-    if not _SITE_URL.fullmatch(value):
+    if not (_SITE_URL.fullmatch(value) or path and re.fullmatch(_SITE_PATH, value)):
         return None
     return value if value.endswith("/") else value + "/"

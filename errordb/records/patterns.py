@@ -49,7 +49,7 @@ _SIMPLE_PATTERN = re.compile("(?:" + "|".join(_SIMPLE_HOLES) + r"|\\[^A-Za-z0-9]
 
 # A run is the literal tokens up to the next hole (or the end), taken lazily so that at every
 # token a hole is tried first: "-?\d+" is one hole, not a literal "-" then a hole.
-_SIMPLE_RUN = re.compile(r"((?:\\[^A-Za-z0-9]|[^\\\[\](){}.*+?^$|])*?)(?:" + "|".join(_SIMPLE_HOLES) + r"|\Z)")
+_SIMPLE_RUN = re.compile(r"((?:\\[^A-Za-z0-9]|[^\\\[\](){}.*+?^$|])*?)(" + "|".join(_SIMPLE_HOLES) + r"|\Z)")
 _ESCAPED = re.compile(r"\\(.)", re.DOTALL)
 
 
@@ -61,26 +61,24 @@ def is_simple(pattern: str) -> bool:
 
 def simple_literal_runs(pattern: str) -> list[str] | None:
     """The literal runs of a pattern made only of literal text and common holes, else ``None``."""
-    if not is_simple(pattern):
-        return None
-    # C-speed string work instead of a Python step per character (this runs for every record).
-    return [_unescape(run) for run in _SIMPLE_RUN.findall(pattern) if run]
+    tokens = simple_tokens(pattern)
+    return None if tokens is None else [token for token in tokens if token is not None]
 
 
 @functools.lru_cache(maxsize=4096)
 def simple_tokens(pattern: str) -> tuple[str | None, ...] | None:
     """A simple pattern (:func:`is_simple`) as its literal runs and holes (``None``), which
-    alternate; ``None`` for any other pattern. The runs are :func:`simple_literal_runs`'s."""
+    alternate; ``None`` for any other pattern."""
     if not is_simple(pattern):
         return None
     tokens: list[str | None] = []
-    for m in _SIMPLE_RUN.finditer(pattern):  # a run, then the hole after it (or the end)
-        if m.group(1):
-            tokens.append(_unescape(m.group(1)))
-        if m.end() > m.end(1) and (not tokens or tokens[-1] is not None):
+    # Each a run, then the hole after it ("" at the end); findall's C-speed string work instead of
+    # a match object each (this runs for every record).
+    for run, hole in _SIMPLE_RUN.findall(pattern):
+        if run:
+            tokens.append(_unescape(run))
+        if hole and (not tokens or tokens[-1] is not None):
             tokens.append(None)  # holes side by side are one hole
-        if m.end() == len(pattern):
-            break
     return tuple(tokens)
 
 
@@ -321,11 +319,6 @@ def fullmatch(pattern: str, text: str) -> bool:
     return cached_pattern(pattern).fullmatch(text) is not None
 
 
-def search(pattern: str, text: str) -> bool:
-    """Whether ``pattern`` matches somewhere in ``text`` (in RE2)."""
-    return cached_pattern(pattern).search(text) is not None
-
-
 def literal_runs(pattern: str) -> list[str]:
     """The runs of literal text that every match of ``pattern`` must contain, in order.
 
@@ -420,7 +413,8 @@ def rarest_word(words: tuple[str, ...], frequency: dict[str, int] | None = None)
     return min(zip(counts, map(neg, map(len, words)), words))[2]
 
 
-def message_words(message: str) -> list[str]:
-    """The distinct lower-case words of a message, to look candidates up by :func:`index_key`."""
+def message_words(message: str, limit: int | None = MAX_MESSAGE_WORDS) -> list[str]:
+    """The distinct lower-case words (``[a-z0-9_]+``) of a message, in order, at most ``limit``:
+    what explain looks candidates up by (:func:`index_key`)."""
     words = dict.fromkeys(_MESSAGE_WORD.findall(message.lower()))
-    return list(words)[:MAX_MESSAGE_WORDS]
+    return list(words)[:limit]

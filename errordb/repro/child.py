@@ -24,7 +24,6 @@ adds ``limits``)::
                             "prelude"}},
      "stand_in_modules": {"pkg.mod": {"attr": "pp_group" | "model" | "config"}},
      "advice": [{"key", "record", "field", "filename", "source", "call"}],
-     "patterns": {RECORD_ID: messagePattern},
      "scenarios": [{"key", "guard", "call", "caller_filename", "pp",
                     "config", "state", "model_state"}]}
 
@@ -45,7 +44,6 @@ import inspect
 import json
 import linecache
 import os
-import re
 import sys
 import traceback
 import types
@@ -233,22 +231,13 @@ def _format_traceback(exc, start_filename):
     return "\n".join(lines) + "\n", raising
 
 
-def _describe_exception(exc, start_filename, patterns):
+def _describe_exception(exc, start_filename):
     text, raising = _format_traceback(exc, start_filename)
-    message = str(exc)
-    matches = []
-    for record_id, pattern in (patterns or {}).items():
-        try:
-            if re.search(pattern, message):
-                matches.append(record_id)
-        except re.error:
-            pass
     return {
         "type": _exception_type_name(exc),
         "name": type(exc).__name__,
-        "message": message,
+        "message": str(exc),
         "raisingFrame": raising,
-        "patternMatches": matches,
     }, text
 
 
@@ -308,34 +297,33 @@ def _call_arguments(call, function):
     return names
 
 
-def _advice_verdict(exc, filename, source):
-    """reject = the snippet stopped the input on purpose (assert / raise).
+def _advice_outcome(exc, filename):
+    """The verdict of an advice snippet that raised ``exc``, and the detail that says which check
+    said no (``AssertionError: ... (line 2: assert all(...))``).
 
-    Any other exception (ImportError, TypeError from ``len(5)``, ...) means
-    the advice itself broke on this input: "error".
+    reject = the snippet stopped the input on purpose (an assert, or a ``raise`` line of its own).
+    Any other exception (ImportError, TypeError from ``len(5)``, ...) means the advice itself
+    broke on this input: "error".
     """
-    if isinstance(exc, AssertionError):
-        return "reject"
+    detail = _exception_type_name(exc) + (f": {exc}" if str(exc) else "")
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
-    if tb is not None and tb.tb_frame.f_code.co_filename == filename:
-        lines = source.splitlines()
-        if 0 < tb.tb_lineno <= len(lines) and lines[tb.tb_lineno - 1].strip().startswith("raise"):
-            return "reject"
-    return "error"
-
-
-def _advice_detail(exc, filename):
-    """``AssertionError at line 2: assert all(...)`` -- which check said no."""
-    text = _exception_type_name(exc) + (f": {exc}" if str(exc) else "")
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
+    line = ""
     if tb is not None and tb.tb_frame.f_code.co_filename == filename:
         line = linecache.getline(filename, tb.tb_lineno).strip()
-        text += f" (line {tb.tb_lineno}: {line})"
-    return text
+        detail += f" (line {tb.tb_lineno}: {line})"
+    return ("reject" if isinstance(exc, AssertionError) or line.startswith("raise") else "error"), detail
+
+
+def _stand_ins(job, function, scenario):
+    """A fresh stand-in model for ``scenario``, with the stand-in modules returning its parts."""
+    model = _make_model(function, scenario)
+    _install_stand_in_modules(
+        job.get("stand_in_modules"),
+        {"pp_group": model.pp_group, "model": model, "config": model.config},
+    )
+    return model
 
 
 def _run_advice(job, scenario, function, names):
@@ -343,12 +331,7 @@ def _run_advice(job, scenario, function, names):
     for advice in job.get("advice", []):
         result = {"key": advice["key"], "record": advice["record"], "field": advice["field"]}
         try:
-            # Fresh stand-ins: advice must not see (or leave) the call's effects.
-            model = _make_model(function, scenario)
-            _install_stand_in_modules(
-                job.get("stand_in_modules"),
-                {"pp_group": model.pp_group, "model": model, "config": model.config},
-            )
+            model = _stand_ins(job, function, scenario)  # fresh: advice must not see (or leave) the call's effects
             namespace = {"__name__": "__advice__", "__builtins__": builtins, "model": model}
             namespace.update(names)
             _remember_source(advice["filename"], advice["source"])
@@ -359,8 +342,8 @@ def _run_advice(job, scenario, function, names):
             else:
                 result.update(verdict="accept", detail="passes")
         except BaseException as exc:  # noqa: BLE001 - SystemExit etc. are outcomes too
-            verdict = _advice_verdict(exc, advice["filename"], advice["source"])
-            result.update(verdict=verdict, detail=_advice_detail(exc, advice["filename"]))
+            verdict, detail = _advice_outcome(exc, advice["filename"])
+            result.update(verdict=verdict, detail=detail)
         results.append(result)
     return results
 
@@ -371,11 +354,7 @@ def run_scenario(job, scenario):
               "advice": [], "harnessError": None}
     try:
         function = _load_guard(job["guards"][scenario["guard"]])
-        model = _make_model(function, scenario)
-        _install_stand_in_modules(
-            job.get("stand_in_modules"),
-            {"pp_group": model.pp_group, "model": model, "config": model.config},
-        )
+        model = _stand_ins(job, function, scenario)
         try:
             names = _call_arguments(scenario["call"], function)
         except (HarnessError, TypeError, SyntaxError) as exc:
@@ -403,8 +382,7 @@ def run_scenario(job, scenario):
         value = (eval if mode == "eval" else exec)(code, {"__builtins__": builtins, "model": model})
     except BaseException as exc:  # noqa: BLE001 - SystemExit is an outcome too
         result["outcome"] = "raised"
-        result["exception"], result["traceback"] = _describe_exception(
-            exc, caller, job.get("patterns"))
+        result["exception"], result["traceback"] = _describe_exception(exc, caller)
     else:
         result["outcome"] = "returned"
         result["returnValue"] = repr(value)

@@ -7,11 +7,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
+from errordb.atomic import write_text
 from errordb.errors import ErrordbError
 from errordb.repro.definitions import ReproError, Reproduction, load_reproductions, record_digest, reproduction_for
 from errordb.repro.report import Matcher, ReproReport
 from errordb.repro.run import run_reproduction
 from errordb.repro.transcripts import transcript_path, transcript_text
+from errordb.store.read import resolve_record_id
+
+#: The id of the record a key names (an id, a slug, their ends, a page URL): what
+#: ``errordb repro KEY`` shows the runs of.
+record_id = resolve_record_id
 
 
 class NoReproduction(ErrordbError):
@@ -49,7 +55,7 @@ def digest_lines(db: Any, keys: Iterable[str]) -> list[str]:
 
     lines = []
     for key in keys:
-        record_id = _record_id(db, key)
+        record_id = resolve_record_id(db, key)
         lines.append(f'{record_id} = "{record_digest(get_record(db, record_id))}"')
     return lines
 
@@ -69,25 +75,13 @@ def write_transcripts(db: Any) -> list[Path]:
     written = []
     for report in reports:
         path = transcript_path(report.reproduction)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(transcript_text(report), encoding="utf-8")
+        write_text(path, transcript_text(report))
         written.append(path)
     return written
 
 
-def record_id(db: Any, key: str) -> str:
-    """The id of the record ``key`` names (an id, a slug, their ends, a page URL)."""
-    return _record_id(db, key)
-
-
-def _record_id(db: Any, key: str) -> str:
-    from errordb.store.read import resolve_record_id
-
-    return resolve_record_id(db, key)
-
-
 def _reproduction_of(db: Any, key: str) -> Reproduction:
-    record_id = _record_id(db, key)
+    record_id = resolve_record_id(db, key)
     found = reproduction_for(record_id)
     if found is None:
         raise NoReproduction(f"{record_id} has no reviewed reproduction (see records/repros/README.md)")

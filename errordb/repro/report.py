@@ -10,6 +10,7 @@ import ast
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from errordb.records.patterns import cached_pattern
 from errordb.records.snippet import snippet_language, split_example_fix
 from errordb.repro.definitions import Reproduction, Subject, SubjectScenario
 from errordb.repro.extract import ExtractedFunction
@@ -181,6 +182,8 @@ def judge_run(repro: Reproduction, subject: Subject, spec: SubjectScenario, run:
 
     ``guard`` is the function that ran, known to tracebacks as ``guard_file``.
     """
+    if run.get("exception") is not None:
+        run["exception"]["patternMatches"] = _pattern_matches(run["exception"]["message"], subject, records)
     decision = _decision(repro, run)
     changes = _changes(initial_state(subject), run.get("state"))
     advice = [AdviceResult(a["record"], a["field"], a["verdict"], a["detail"]) for a in run.get("advice", [])]
@@ -192,7 +195,7 @@ def judge_run(repro: Reproduction, subject: Subject, spec: SubjectScenario, run:
         summary=_summarise(run, changes, decision),
         exception=run.get("exception"), traceback=run.get("traceback"),
         return_value=run.get("returnValue"), state=run.get("state"), changes=changes,
-        advice=advice + _unsent_advice(subject, records),
+        advice=advice + advice_snippets(subject, records)[1],
         expected={"raises": spec.expect.raises, "state": spec.expect.state,
                   "advice": dict(sorted(spec.expect.advice.items()))},
         ok=not problems, problems=problems, identified=identified,
@@ -205,6 +208,13 @@ def initial_state(subject: Subject) -> dict[str, str]:
     state = {k: repr(ast.literal_eval(v)) for k, v in subject.state.items()}
     state.update({"model." + k: repr(ast.literal_eval(v)) for k, v in subject.model_state.items()})
     return state
+
+
+def _pattern_matches(message: str, subject: Subject, records: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The subject's records whose messagePattern is found in ``message``, run by RE2 as every
+    pattern is (:mod:`errordb.records.patterns`; a stored pattern compiles: ingest checks it)."""
+    return [record_id for record_id in subject.records if (pattern := records[record_id].get("messagePattern"))
+            and cached_pattern(pattern).search(message) is not None]
 
 
 def _identify(matcher: Matcher | None, traceback: str | None) -> tuple[list[str] | None, str | None]:
@@ -293,7 +303,7 @@ def _raise_problems(record_id: str, run: dict[str, Any], guard: ExtractedFunctio
     want_class = str(record.get("errorClass") or "").rsplit(".", 1)[-1]
     if exc["name"] != want_class:
         problems.append(f"raised {exc['type']}, record {record_id} says {record.get('errorClass')}")
-    if record_id not in exc.get("patternMatches", []):
+    if record_id not in exc["patternMatches"]:
         problems.append(f"message {exc['message']!r} does not match messagePattern of {record_id}")
     frame = exc.get("raisingFrame") or {}
     if frame.get("file") != guard_file or not guard_file.endswith(str(record["filePath"])):
@@ -305,21 +315,27 @@ def _raise_problems(record_id: str, run: dict[str, Any], guard: ExtractedFunctio
     return problems
 
 
-def _unsent_advice(subject: Subject, records: Mapping[str, Mapping[str, Any]]) -> list[AdviceResult]:
-    """Advice snippets that exist but were not sent to the child, said explicitly:
-    shell or broken ones, and a typeGuard the definition gives no call for."""
-    unsent = []
+def advice_snippets(subject: Subject, records: Mapping[str, Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[AdviceResult]]:
+    """A subject's advice snippets (validationCode, typeGuard): the jobs for those the child
+    judges each input with (Python, and a typeGuard only with the definition's call for it), and
+    the others, said explicitly: shell or broken ones, a typeGuard the definition gives no call for."""
+    sent: list[dict[str, Any]] = []
+    unsent: list[AdviceResult] = []
     for record_id in subject.records:
         for field_name in ("validationCode", "typeGuard"):
-            language = snippet_language(records[record_id].get(field_name))
+            text = records[record_id].get(field_name)
+            language = snippet_language(text)
             if language == "empty":
                 continue
             if language != "python":
                 unsent.append(AdviceResult(record_id, field_name, "not executed", f"{language}, not executed"))
             elif field_name == "typeGuard" and record_id not in subject.type_guard_calls:
-                unsent.append(AdviceResult(record_id, field_name, "not evaluated",
-                                           "no reviewed call for this typeGuard"))
-    return unsent
+                unsent.append(AdviceResult(record_id, field_name, "not evaluated", "no reviewed call for this typeGuard"))
+            else:
+                sent.append({"key": f"{record_id}.{field_name}", "record": record_id, "field": field_name,
+                             "filename": f"<record {record_id} {field_name}>", "source": text,
+                             "call": subject.type_guard_calls[record_id] if field_name == "typeGuard" else None})
+    return sent, unsent
 
 
 _SHELL = "shell command, recognised and not executed"

@@ -13,7 +13,8 @@ from errordb.records.snippet import snippet_language, split_example_fix
 from errordb.repro.definitions import DefinitionError, ReproError, Reproduction, Subject, check_reviewed
 from errordb.repro.extract import ExtractedFunction, extract_enclosing_function
 from errordb.repro.report import (
-    GuardInfo, Matcher, ReproReport, ScenarioReport, disagreements, initial_state, judge_run, snippet_checks,
+    GuardInfo, Matcher, ReproReport, ScenarioReport, advice_snippets, disagreements, initial_state, judge_run,
+    snippet_checks,
 )
 from errordb.repro.sandbox import run_in_child, sandbox_problem
 
@@ -188,31 +189,9 @@ def _subject_job(repro: Reproduction, subject: Subject, records: Mapping[str, Ma
         "protocol": PROTOCOL,
         "guards": guards,
         "stand_in_modules": repro.stand_in_modules,
-        "advice": _advice_jobs(subject, records),
-        "patterns": {rid: records[rid].get("messagePattern") for rid in subject.records
-                     if records[rid].get("messagePattern")},
+        "advice": advice_snippets(subject, records)[0],
         "scenarios": scenarios,
     }
-
-
-def _advice_jobs(subject: Subject, records: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The Python advice snippets (validationCode, typeGuard) the child judges each input with."""
-    advice = []
-    for record_id in subject.records:
-        for field_name in ("validationCode", "typeGuard"):
-            text = records[record_id].get(field_name)
-            if snippet_language(text) != "python":
-                continue
-            call = None
-            if field_name == "typeGuard":
-                call = subject.type_guard_calls.get(record_id)
-                if call is None:
-                    continue  # no reviewed way to call it; reported as not evaluated
-            advice.append({
-                "key": f"{record_id}.{field_name}", "record": record_id, "field": field_name,
-                "filename": f"<record {record_id} {field_name}>", "source": text, "call": call,
-            })
-    return advice
 
 
 def _run_subject(job: dict[str, Any], timeout: float, sandboxed: bool) -> dict[str, dict[str, Any]]:

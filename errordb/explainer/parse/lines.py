@@ -18,24 +18,12 @@ from __future__ import annotations
 
 import re
 
+from errordb.text import without_escapes
+
 #: Only this many characters of a line are kept; the rest of an absurdly long line is ignored.
 MAX_LINE_CHARS = 64 * 1024
 
 _MAX_PREFIX_LAYERS = 4
-
-# Every alternative starts with a fixed character and its repeated parts are disjoint character
-# classes, so the pattern runs in linear time whatever the line.
-_ANSI_RE = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor movement
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: window titles, hyperlinks
-    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"  # DCS, SOS, PM, APC strings
-    r"|\x1b[ -/]*[0-~]"  # other escape sequences (charset selection, ESC 7, ...)
-    r"|\x1b"  # a lone ESC
-    r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
-)
-# C0 controls but tab and newline, DEL, and the C1 controls (U+0080-U+009F): some terminals
-# obey C1 introducers (OSC, DCS, ...) in UTF-8 text as they obey ESC sequences.
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def clean_line(raw: str) -> str:
@@ -47,11 +35,7 @@ def clean_line(raw: str) -> str:
         # A carriage return redraws the line on a terminal (progress bars): keep what was drawn last.
         last = line.rsplit("\r", 1)[1]
         line = last if last.strip() else line.replace("\r", "")
-    if "\x1b" in line or "\x9b" in line:
-        line = _ANSI_RE.sub("", line)
-    if not line.isprintable():
-        line = _CONTROL_RE.sub("", line)
-    return line.rstrip()
+    return without_escapes(line).rstrip()
 
 
 _LEVEL = r"(?:DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE)"
