@@ -255,3 +255,16 @@ def test_the_traceback_s_own_file_is_read_on_the_fly(tmp_path, monkeypatch):
     # The same path holding other code (the paste came from another machine) is not read.
     app.write_text(app.read_text().replace("            raise KeyError", "            raise  KeyError"))
     assert not explain(text).findings[0].matches
+
+
+def test_the_layer_follows_the_bundled_records_when_they_change(fresh_env, tmp_path, monkeypatch):
+    monkeypatch.setenv("ERRORDB_CACHE", str(tmp_path / "cache"))
+    learn(("click",), python=str(fresh_env[0]))
+    manifest_file = tmp_path / "cache" / "learned" / "learned.json"
+    manifest = json.loads(manifest_file.read_text())
+    right = manifest["bundled"]
+    manifest["bundled"] = "0" * 16  # as after an upgrade of errordb that changed the bundled records
+    manifest_file.write_text(json.dumps(manifest))
+    result = CliRunner().invoke(cli, ["explain", "ValueError: DSPARK requires explicit layer_ids for aux hidden capture."])
+    assert result.exit_code == 0 and "dspark-requires-explicit-layer-ids" in result.output
+    assert json.loads(manifest_file.read_text())["bundled"] == right

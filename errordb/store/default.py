@@ -11,6 +11,7 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from errordb.errors import ErrordbError
 from errordb.records.loader import bundled_records_dir
 from errordb.store.database import (
     BUSY_TIMEOUT, STORE_VERSION, StoreError, _other_layout, _remove_dead_partials, _with_companions,
@@ -132,11 +133,14 @@ def learned_db_path() -> Path | None:
     manifest = read_layer_manifest()
     records = bundled_records_dir()
     if manifest.get("bundled") != records_fingerprint(records):
-        ingest([records, layer_dir() / "records"], path, prune=True)
-        manifest["bundled"] = records_fingerprint(records)
-        partial = layer_dir() / f".learned.json.{os.getpid()}.partial"
-        partial.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(partial, layer_dir() / "learned.json")
+        try:
+            ingest([records, layer_dir() / "records"], path, prune=True)
+            manifest["bundled"] = records_fingerprint(records)
+            partial = layer_dir() / f".learned.json.{os.getpid()}.partial"
+            partial.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+            os.replace(partial, layer_dir() / "learned.json")
+        except (ErrordbError, OSError):
+            return None  # cannot be brought up to date here (a read-only cache): the bundled records alone
     return path
 
 
