@@ -647,3 +647,21 @@ def test_classes_raised_without_a_message_have_pages_named_after_the_class(tmp_p
     assert "<h1>NotImplementedError</h1>" in page and "raised without a message" in page
     # Every bare NotImplementedError has the message "": that makes them no "same message" of each other.
     assert "Same message" not in page and "same message" not in page
+
+
+@pytest.mark.parametrize("keep", [0, 1 << 30])
+def test_a_pool_of_processes_and_one_process_find_the_same_sites(keep, monkeypatch):
+    # Real code with message helpers (click's self.fail): read by two worker processes, and in
+    # this process with every module kept from the first pass for the second (or none kept).
+    import click
+
+    from errordb.harvest import scan
+
+    monkeypatch.setattr(scan, "KEEP_BYTES", keep)
+    root = Path(click.__file__).parent
+    alone = scan.scan_tree(root, "src/click", workers=1)
+    pooled = scan.scan_tree(root, "src/click", workers=2)
+    assert [(f.path, f.sites, f.skips, f.raises, f.reraises, f.lines) for f in alone[0]] == \
+        [(f.path, f.sites, f.skips, f.raises, f.reraises, f.lines) for f in pooled[0]]
+    assert alone[1] == pooled[1]
+    assert sum(len(f.sites) for f in alone[0]) > 50 and any(site.via for f in alone[0] for site in f.sites)

@@ -199,6 +199,7 @@ class Tree:
     helpers: dict[str, list[Helper]] = field(default_factory=dict)
     _positions: dict[str, tuple[int | None, str | None]] = field(default_factory=dict)
     _lineages: dict[str, list[str]] = field(default_factory=dict)
+    _helper_call: re.Pattern[str] | None = None
 
     def message_position(self, short: str) -> tuple[int | None, str | None]:
         """Where class ``short`` takes its message; ``(None, None)``: unknown (the first argument)."""
@@ -217,6 +218,15 @@ class Tree:
                 answers.add((info.message_index, info.message_keyword))
         # Several classes of that name: only an answer they all agree on is used.
         return answers.pop() if len(answers) == 1 else (None, None)
+
+    def calls_a_helper(self, text: str) -> bool:
+        """Whether a module's text calls something named like one of the helpers."""
+        if not self.helpers:
+            return False
+        if self._helper_call is None:
+            names = "|".join(map(re.escape, sorted(self.helpers)))
+            self._helper_call = re.compile(rf"\b(?:{names})\s*\(")
+        return self._helper_call.search(text) is not None
 
     def lineage(self, owner: str) -> list[str]:
         """``owner`` and its bases defined in the tree, nearest first (an MRO by names)."""
@@ -506,7 +516,6 @@ def _parse(file: Path, path: str, wanted: Callable[[str], bool] | None = None) -
         raise HarvestError(f"{file}: cannot read: {exc.strerror}") from None
 
 
-_CALLED_NAME = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 
 
 #: ``progress(stage, done, total)``: how far a stage of a harvest is (see :func:`scan_tree`).
@@ -539,8 +548,12 @@ def scan_files(
     if workers is None:
         workers = min(MAX_WORKERS, os.cpu_count() or 1) if len(sources) >= POOL_THRESHOLD else 1
     with _without_cycle_collection():
-        tree, parsed, unparsable = _learn_tree(sources, report, workers)
-        files, changed = _find_sites(tree, parsed, report, workers)
+        _kept.start(KEEP_BYTES if workers <= 1 else 0)
+        try:
+            tree, parsed, unparsable = _learn_tree(sources, report, workers)
+            files, changed = _find_sites(tree, parsed, report, workers)
+        finally:
+            _kept.start(0)
     for scanned in files.values():
         scanned.sites = number_occurrences(scanned.sites)
         scanned.skips.sort(key=lambda s: s.line)
@@ -586,6 +599,30 @@ def _each(function: Callable[[tuple[Path, str]], Any], sources: list[tuple[Path,
 #: What the second pass needs in every process: the whole tree's classes and helpers.
 _tree: Tree | None = None
 
+#: Source bytes whose modules the first pass keeps for the second when both run in this process
+#: (a syntax tree costs about 28 times its source): a module kept is parsed once, not twice.
+KEEP_BYTES = 4 << 20
+
+
+class _Kept:
+    """The first pass's indexed modules that may raise, kept for the second, within a budget."""
+
+    def __init__(self) -> None:
+        self.modules: dict[str, ModuleIndex] = {}
+        self.budget = 0
+
+    def start(self, budget: int) -> None:
+        self.modules.clear()
+        self.budget = budget
+
+    def offer(self, index: ModuleIndex) -> None:
+        if len(index.text) <= self.budget and ("raise" in index.text or "assert" in index.text):
+            self.modules[index.path] = index
+            self.budget -= len(index.text)
+
+
+_kept = _Kept()
+
 
 def _start_worker(tree: Tree | None, collect: bool) -> None:
     global _tree
@@ -601,6 +638,7 @@ def _learn_file(source: tuple[Path, str]) -> tuple[str, list[tuple[str, ClassInf
     if isinstance(parsed, Skip):
         return parsed
     index = index_module(path, *parsed)
+    _kept.offer(index)
     classes = [(node.name, class_info(node)) for node in index.classes]
     return path, classes, [c for c in (helper_candidate(index, f) for f in index.functions) if c]
 
@@ -635,17 +673,19 @@ def _scan_file(source: tuple[Path, str]) -> tuple[ScannedFile, list[Site]] | Ski
     file, path = source
     tree = _tree
     assert tree is not None
-    parsed = _parse(file, path, lambda text: _may_raise(tree, text))
-    if isinstance(parsed, Skip):  # changed since the first pass
-        return parsed
-    if parsed[1] is None:
-        return ScannedFile(path, [], [], []), []
-    index = index_module(path, *parsed)
+    index = _kept.modules.pop(path, None)
+    if index is None:
+        parsed = _parse(file, path, lambda text: _may_raise(tree, text))
+        if isinstance(parsed, Skip):  # changed since the first pass
+            return parsed
+        if parsed[1] is None:
+            return ScannedFile(path, [], [], []), []
+        index = index_module(path, *parsed)
     scanned = ScannedFile(path, [], [], [])
     _scan_raises(tree, index, scanned)
     called: list[Site] = []
     # Only modules that call something named like a helper are searched for calls.
-    if tree.helpers and not tree.helpers.keys().isdisjoint(_CALLED_NAME.findall(index.text)):
+    if tree.calls_a_helper(index.text):
         for call, place in module_calls(index):
             helper = helper_for(tree, path, call, place.frame.self_class)
             site = helper_site(helper, index, call, place) if helper else None
@@ -657,7 +697,7 @@ def _scan_file(source: tuple[Path, str]) -> tuple[ScannedFile, list[Site]] | Ski
 def _may_raise(tree: Tree, text: str) -> bool:
     """Whether a module's text may hold a site: a raise, an assert, or a call of a helper's name
     (a fifth to a tenth of a tree's source has none, and is not parsed a second time)."""
-    return "raise" in text or "assert" in text or bool(tree.helpers and not tree.helpers.keys().isdisjoint(_CALLED_NAME.findall(text)))
+    return "raise" in text or "assert" in text or tree.calls_a_helper(text)
 
 
 def _find_sites(tree: Tree, sources: list[tuple[Path, str]], report: ProgressCallback, workers: int) -> tuple[dict[str, ScannedFile], list[Skip]]:
