@@ -5,7 +5,7 @@
 
 Each tree is harvested ``--repeat`` times into a fresh temporary records tree and the fastest
 run is reported (a cold first run pays for imports and the file cache). The time includes
-everything a run does: walking, two parses of each file, reading messages, building,
+everything a run does: walking, parsing (twice where needed), reading messages, building,
 validating and checking every draft, and writing the files. Prints two Markdown tables (speed;
 what was harvested and why the other raises were not, by reason) and the peak memory of the
 process (resident set size, for all the runs together).
