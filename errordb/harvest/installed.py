@@ -30,7 +30,7 @@ from pathlib import Path
 
 from errordb.errors import ErrordbError
 from errordb.harvest.drafts import check_draft, default_analyzed_at, draft_record
-from errordb.harvest.scan import ScannedFile, python_files, scan_files
+from errordb.harvest.scan import python_files, scan_files
 
 #: The script the learned interpreter runs to say what it has installed.
 ENVIRONMENT_SCRIPT = Path(__file__).with_name("environment.py")
@@ -74,7 +74,6 @@ class LearnReport:
     files: int = 0  # files read now
     records: int = 0  # drafts written now
     unreadable: int = 0  # files that do not parse or decode
-    skipped_raises: Counter[str] = field(default_factory=Counter)  # raises without a draft, by reason
     total_records: int = 0  # drafts in the layer
     total_sources: int = 0
     seconds: float = 0.0
@@ -97,6 +96,8 @@ def environment(python: str) -> dict:
         done = subprocess.run([python, "-I", str(ENVIRONMENT_SCRIPT)], capture_output=True, text=True, timeout=300)
     except OSError as exc:
         raise LearnError(f"{python}: cannot be run: {exc.strerror or exc}") from None
+    except subprocess.TimeoutExpired:
+        raise LearnError(f"{python}: did not list its distributions within 300 s") from None
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise LearnError(f"{python}: could not list its distributions: {last}")
@@ -241,7 +242,6 @@ def learn(
         report.files += len(source.files)
         report.records += counts["records"]
         report.unreadable += counts["unreadable"]
-        report.skipped_raises.update(counts["skipped"])
         done_files += len(source.files)
         step(number, len(todo), done_files, total_files)
     bundled = bundled_records_dir()
@@ -269,27 +269,20 @@ def _learn_each(sources: list[Source], jobs: int | None) -> Iterator[tuple[str, 
 
 def learn_source(source: Source) -> tuple[str, dict]:
     """The drafts of one source as JSON Lines (one envelope a line, in id order), and counts:
-    ``records``, ``unreadable`` (files), ``skipped`` (raises without a draft, by reason)."""
+    ``records``, ``unreadable`` (files that do not parse or decode). A draft that would fail
+    ``errordb check`` is left out, as harvest leaves it out."""
+    from errordb.records.schema import canonical_json
+
     files, unreadable = scan_files([(Path(file), path) for file, path in source.files], workers=1)
     analyzed_at = default_analyzed_at()
     dataset_version = analyzed_at if "T" in analyzed_at else f"{analyzed_at}T00:00:00Z"
     lines: dict[str, str] = {}
-    skipped: Counter[str] = Counter()
     for scanned in files:
-        skipped.update(skip.reason for skip in scanned.skips)
-        for text in _drafts(source, scanned, analyzed_at, dataset_version, skipped):
-            lines.setdefault(text[0], text[1])
+        for site in scanned.sites:
+            record = draft_record(site, scanned.lines, repo=source.repo, sha=None, analyzed_at=analyzed_at,
+                                  installed=(source.name, source.version))
+            envelope, problem = check_draft(record, dataset_version)
+            if envelope is not None and not problem:
+                lines.setdefault(record["id"], canonical_json(envelope))
     body = "".join(lines[rid] + "\n" for rid in sorted(lines))
-    return body, {"records": len(lines), "unreadable": len(unreadable), "skipped": dict(skipped)}
-
-
-def _drafts(source: Source, scanned: ScannedFile, analyzed_at: str, dataset_version: str, skipped: Counter[str]) -> Iterator[tuple[str, str]]:
-    from errordb.records.schema import canonical_json
-
-    for site in scanned.sites:
-        record = draft_record(site, scanned.lines, repo=source.repo, sha=None, analyzed_at=analyzed_at, installed=(source.name, source.version))
-        envelope, problem = check_draft(record, dataset_version)
-        if problem or envelope is None:
-            skipped["failed-check"] += 1
-            continue
-        yield record["id"], canonical_json(envelope)
+    return body, {"records": len(lines), "unreadable": len(unreadable)}
