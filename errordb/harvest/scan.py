@@ -130,6 +130,9 @@ class ScannedFile:
     skips: list[Skip]
     raises: int = 0  # raise statements with an exception (re-raises not included)
     reraises: int = 0  # bare `raise`
+    #: Raises whose site depends on where their class takes its message (:class:`PendingSite`),
+    #: known once the whole tree's classes are.
+    pending: list[PendingSite] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------- reading files
@@ -441,6 +444,72 @@ def raise_site(tree: Tree, index: ModuleIndex, node: ast.Raise, place: Place) ->
     return Site(index.path, node.lineno, place.qualname, name, tuple(templates), order=(node.lineno, node.col_offset), conditions=conditions(place))
 
 
+class _Answer:
+    """Stands for the tree where a raise asks it one thing: where its class takes the message."""
+
+    def __init__(self, answer: tuple[int | None, str | None]):
+        self.answer = answer
+
+    def message_position(self, short: str) -> tuple[int | None, str | None]:
+        return self.answer
+
+
+@dataclass(frozen=True)
+class PendingSite:
+    """A raise read before the whole tree's classes are known: its site (or skip) for every
+    answer the tree can give to where its class takes the message, so that its module is
+    parsed once. ``outcomes`` are keyed by :func:`_answer_key`."""
+
+    short: str  # the class's last name, as the tree knows it
+    keywords: frozenset[str]  # the call's keyword arguments
+    positional: int  # and how many positional ones it has
+    outcomes: tuple[tuple[tuple, Site | Skip], ...]
+
+    def resolve(self, tree: Tree) -> Site | Skip:
+        key = _answer_key(tree.message_position(self.short), self.keywords, self.positional)
+        return dict(self.outcomes)[key]
+
+
+def _answer_key(answer: tuple[int | None, str | None], keywords: frozenset[str], positional: int) -> tuple:
+    """Which of :func:`message_argument`'s ways an answer takes for a call (answers that take
+    the same way give the same site)."""
+    index, keyword = answer
+    if keyword and keyword in keywords:
+        return ("keyword", keyword)
+    if index is None:
+        return ("none",)
+    if index == -1:
+        return ("builds-own",)
+    return ("index", min(index, positional))
+
+
+def raise_outcomes(index: ModuleIndex, node: ast.Raise, place: Place) -> Site | PendingSite:
+    """:func:`raise_site` without the tree: the site, when it does not depend on the tree's
+    classes, else a :class:`PendingSite`; or :class:`_Skipped`."""
+    exc = node.exc
+    held = index.resolver(place)(exc.id) if isinstance(exc, ast.Name) else None
+    call = held if isinstance(held, ast.Call) else exc if isinstance(exc, ast.Call) else None
+    name = dotted(call.func) if call is not None else None
+    if call is None or name is None:
+        return raise_site(_Answer((None, None)), index, node, place)  # asks the tree nothing
+    keywords = frozenset(kw.arg for kw in call.keywords if kw.arg)
+    answers = [(None, None), (-1, None), *((i, None) for i in range(len(call.args) + 1)),
+               *((None, kw) for kw in MESSAGE_PARAMETERS if kw in keywords)]  # fmt: skip
+    outcomes: dict[tuple, Site | Skip] = {}
+    for answer in answers:
+        try:
+            outcome: Site | Skip = raise_site(_Answer(answer), index, node, place)
+        except _Skipped as skipped:
+            outcome = Skip(index.path, node.lineno, skipped.reason, skipped.detail)
+        outcomes[_answer_key(answer, keywords, len(call.args))] = outcome
+    if len(set(outcomes.values())) == 1:  # the same whatever the tree says
+        outcome = next(iter(outcomes.values()))
+        if isinstance(outcome, Skip):
+            raise _Skipped(outcome.reason, outcome.detail)
+        return outcome
+    return PendingSite(name.rsplit(".", 1)[-1], keywords, len(call.args), tuple(outcomes.items()))
+
+
 def helper_for(tree: Tree, path: str, call: ast.Call, self_class: str | None) -> Helper | None:
     """The message helper a call calls, when the source alone tells which one."""
     func = call.func
@@ -531,11 +600,14 @@ def scan_tree(
     ``prefix/<path under root>``. A site reached through a helper belongs to the helper's file.
 
     Two passes, one file at a time, so that memory does not grow with the tree's syntax
-    trees: the first learns the tree's classes and helper candidates, the second (parsing
-    each file again) finds the sites. A tree of :data:`POOL_THRESHOLD` files or more is read by
-    ``workers`` processes (default: one per core, at most :data:`MAX_WORKERS`); the result is
-    the same. ``progress`` is called before each file of each pass and once at its end, as
-    ``progress("classes", done, files)`` and ``progress("raises", done, files)``.
+    trees. The first parses every file: its classes, helper candidates and raises; a raise
+    whose message depends on where another file's class takes it is read for every answer
+    (:class:`PendingSite`). The second settles those from the whole tree's classes, and parses
+    again only the files that call something named like a helper, for the helper calls. A tree
+    of :data:`POOL_THRESHOLD` files or more is read by ``workers`` processes (default: one per
+    core, at most :data:`MAX_WORKERS`); the result is the same. ``progress`` is called as
+    ``progress("classes", done, files)`` before each file of the first pass and at its end, and
+    ``progress("raises", done, files)`` likewise for the second.
     """
     return scan_files([(file, _site_path(root, prefix, file)) for file in python_files(root)], progress, workers)
 
@@ -548,12 +620,8 @@ def scan_files(
     if workers is None:
         workers = min(MAX_WORKERS, os.cpu_count() or 1) if len(sources) >= POOL_THRESHOLD else 1
     with _without_cycle_collection():
-        _kept.start(KEEP_BYTES if workers <= 1 else 0)
-        try:
-            tree, parsed, unparsable = _learn_tree(sources, report, workers)
-            files, changed = _find_sites(tree, parsed, report, workers)
-        finally:
-            _kept.start(0)
+        tree, files, unparsable = _learn_tree(sources, report, workers)
+        changed = _find_sites(tree, files, sources, report, workers)
     for scanned in files.values():
         scanned.sites = number_occurrences(scanned.sites)
         scanned.skips.sort(key=lambda s: s.line)
@@ -599,30 +667,6 @@ def _each(function: Callable[[tuple[Path, str]], Any], sources: list[tuple[Path,
 #: What the second pass needs in every process: the whole tree's classes and helpers.
 _tree: Tree | None = None
 
-#: Source bytes whose modules the first pass keeps for the second when both run in this process
-#: (a syntax tree costs about 28 times its source): a module kept is parsed once, not twice.
-KEEP_BYTES = 4 << 20
-
-
-class _Kept:
-    """The first pass's indexed modules that may raise, kept for the second, within a budget."""
-
-    def __init__(self) -> None:
-        self.modules: dict[str, ModuleIndex] = {}
-        self.budget = 0
-
-    def start(self, budget: int) -> None:
-        self.modules.clear()
-        self.budget = budget
-
-    def offer(self, index: ModuleIndex) -> None:
-        if len(index.text) <= self.budget and ("raise" in index.text or "assert" in index.text):
-            self.modules[index.path] = index
-            self.budget -= len(index.text)
-
-
-_kept = _Kept()
-
 
 def _start_worker(tree: Tree | None, collect: bool) -> None:
     global _tree
@@ -631,96 +675,96 @@ def _start_worker(tree: Tree | None, collect: bool) -> None:
         gc.disable()
 
 
-def _learn_file(source: tuple[Path, str]) -> tuple[str, list[tuple[str, ClassInfo]], list[HelperCandidate]] | Skip:
-    """One file's part of the first pass: its classes and helper candidates (or why it has none)."""
+def _learn_file(source: tuple[Path, str]) -> tuple[list[tuple[str, ClassInfo]], list[HelperCandidate], ScannedFile] | Skip:
+    """One file's part of the first pass: its classes, helper candidates and raises (or why it
+    has none)."""
     file, path = source
     parsed = _parse(file, path)
     if isinstance(parsed, Skip):
         return parsed
     index = index_module(path, *parsed)
-    _kept.offer(index)
     classes = [(node.name, class_info(node)) for node in index.classes]
-    return path, classes, [c for c in (helper_candidate(index, f) for f in index.functions) if c]
+    scanned = ScannedFile(path, [], [], [])
+    _scan_raises(index, scanned)
+    return classes, [c for c in (helper_candidate(index, f) for f in index.functions) if c], scanned
 
 
-def _learn_tree(sources: list[tuple[Path, str]], report: ProgressCallback, workers: int) -> tuple[Tree, list[tuple[Path, str]], list[Skip]]:
-    """The first pass: the tree's classes and message helpers; the files that parsed, and the others."""
+def _learn_tree(sources: list[tuple[Path, str]], report: ProgressCallback, workers: int) -> tuple[Tree, dict[str, ScannedFile], list[Skip]]:
+    """The first pass: the tree's classes and message helpers, each file's raises; and the files
+    that did not parse."""
     tree = Tree()
     candidates: list[HelperCandidate] = []
-    parsed_files: list[tuple[Path, str]] = []
+    files: dict[str, ScannedFile] = {}
     unparsable: list[Skip] = []
     report("classes", 0, len(sources))
-    for number, (source, learnt) in enumerate(zip(sources, _each(_learn_file, sources, workers)), start=1):
+    for number, learnt in enumerate(_each(_learn_file, sources, workers), start=1):
         if isinstance(learnt, Skip):
             unparsable.append(learnt)
         else:
-            for name, info in learnt[1]:
+            for name, info in learnt[0]:
                 tree.classes.setdefault(name, []).append(info)
-            candidates.extend(learnt[2])
-            parsed_files.append(source)
+            candidates.extend(learnt[1])
+            files[learnt[2].path] = learnt[2]
         report("classes", number, len(sources))
     # The whole tree's classes first: a helper in one file often raises another's class.
     for candidate in candidates:
         helper = candidate.helper(tree)
         if helper:
             tree.helpers.setdefault(helper.name, []).append(helper)
-    return tree, parsed_files, unparsable
+    return tree, files, unparsable
 
 
-def _scan_file(source: tuple[Path, str]) -> tuple[ScannedFile, list[Site]] | Skip:
-    """One file's part of the second pass: its raises, and the sites of its helper calls (which
-    belong to the helpers' files)."""
+def _helper_calls(source: tuple[Path, str]) -> list[Site] | Skip:
+    """One file's part of the second pass: the sites of its calls of message helpers (which
+    belong to the helpers' files). Only a module that calls something named like a helper is
+    parsed again."""
     file, path = source
     tree = _tree
     assert tree is not None
-    index = _kept.modules.pop(path, None)
-    if index is None:
-        parsed = _parse(file, path, lambda text: _may_raise(tree, text))
-        if isinstance(parsed, Skip):  # changed since the first pass
-            return parsed
-        if parsed[1] is None:
-            return ScannedFile(path, [], [], []), []
-        index = index_module(path, *parsed)
-    scanned = ScannedFile(path, [], [], [])
-    _scan_raises(tree, index, scanned)
+    parsed = _parse(file, path, tree.calls_a_helper)
+    if isinstance(parsed, Skip):  # changed since the first pass
+        return parsed
+    if parsed[1] is None:
+        return []
+    index = index_module(path, parsed[0], parsed[1])
     called: list[Site] = []
-    # Only modules that call something named like a helper are searched for calls.
-    if tree.calls_a_helper(index.text):
-        for call, place in module_calls(index):
-            helper = helper_for(tree, path, call, place.frame.self_class)
-            site = helper_site(helper, index, call, place) if helper else None
-            if site is not None:
-                called.append(site)
-    return scanned, called
+    for call, place in module_calls(index):
+        helper = helper_for(tree, path, call, place.frame.self_class)
+        site = helper_site(helper, index, call, place) if helper else None
+        if site is not None:
+            called.append(site)
+    return called
 
 
-def _may_raise(tree: Tree, text: str) -> bool:
-    """Whether a module's text may hold a site: a raise, an assert, or a call of a helper's name
-    (a fifth to a tenth of a tree's source has none, and is not parsed a second time)."""
-    return "raise" in text or "assert" in text or tree.calls_a_helper(text)
-
-
-def _find_sites(tree: Tree, sources: list[tuple[Path, str]], report: ProgressCallback, workers: int) -> tuple[dict[str, ScannedFile], list[Skip]]:
-    """The second pass: each file's sites and unreadable raises; and the files that no longer parse."""
-    files: dict[str, ScannedFile] = {}
-    called: list[Site] = []
+def _find_sites(tree: Tree, files: dict[str, ScannedFile], sources: list[tuple[Path, str]], report: ProgressCallback, workers: int) -> list[Skip]:
+    """The second pass: each raise's site as the tree's classes decide it, and the sites of the
+    calls of message helpers; the files that no longer parse."""
+    for scanned in files.values():
+        for pending in scanned.pending:
+            outcome = pending.resolve(tree)
+            (scanned.skips if isinstance(outcome, Skip) else scanned.sites).append(outcome)
+        scanned.pending = []
+    parsed = [source for source in sources if source[1] in files]
     unparsable: list[Skip] = []
-    report("raises", 0, len(sources))
-    for number, scanned in enumerate(_each(_scan_file, sources, workers, tree), start=1):
-        if isinstance(scanned, Skip):
-            unparsable.append(scanned)
-        else:
-            files[scanned[0].path] = scanned[0]
-            called += scanned[1]
-        report("raises", number, len(sources))
-    for site in called:
-        if site.file in files:
-            files[site.file].sites.append(site)
-    return files, unparsable
+    report("raises", 0, len(parsed))
+    if tree.helpers:
+        for number, called in enumerate(_each(_helper_calls, parsed, workers, tree), start=1):
+            if isinstance(called, Skip):
+                unparsable.append(called)
+                del files[called.file]
+            else:
+                for site in called:
+                    if site.file in files:
+                        files[site.file].sites.append(site)
+            report("raises", number, len(parsed))
+    else:
+        report("raises", len(parsed), len(parsed))
+    return unparsable
 
 
-def _scan_raises(tree: Tree, index: ModuleIndex, scanned: ScannedFile) -> None:
-    """Count a module's raises into ``scanned``, with the site or the reason it has none."""
+def _scan_raises(index: ModuleIndex, scanned: ScannedFile) -> None:
+    """Count a module's raises into ``scanned``, with the site (or the site pending the tree's
+    classes) or the reason it has none."""
     if index.raises:  # the lines are kept for the records' source windows only
         scanned.lines = index.lines
     for node, place in index.raises:
@@ -736,6 +780,7 @@ def _scan_raises(tree: Tree, index: ModuleIndex, scanned: ScannedFile) -> None:
             continue
         scanned.raises += 1
         try:
-            scanned.sites.append(raise_site(tree, index, node, place))
+            outcome = raise_outcomes(index, node, place)
+            (scanned.pending if isinstance(outcome, PendingSite) else scanned.sites).append(outcome)
         except _Skipped as skipped:
             scanned.skips.append(Skip(index.path, node.lineno, skipped.reason, skipped.detail))
