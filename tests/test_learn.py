@@ -252,6 +252,9 @@ def test_the_traceback_s_own_file_is_read_on_the_fly(tmp_path, monkeypatch):
     assert record["triggerScenarios"] == "Raised when `config.get('strict')`, after `name not in config`."
     shown = CliRunner().invoke(cli, ["explain", text]).output
     assert f"draft read just now from {app}" in shown
+    document = result.to_dict()
+    jsonschema.validate(document, explain_json_schema())
+    assert document["matches"][0]["readFrom"] == str(app) and document["matches"][0]["repo"] is None
     # The same path holding other code (the paste came from another machine) is not read.
     app.write_text(app.read_text().replace("            raise KeyError", "            raise  KeyError"))
     assert not explain(text).findings[0].matches

@@ -188,6 +188,8 @@ def _match_dict(match: Match, finding: Finding) -> dict[str, Any]:
     }
     if record.get("distribution"):  # only then: other documents stay as first published
         entry["distribution"], entry["distributionVersion"] = record["distribution"], record["distributionVersion"]
+    if record.get("readFrom"):
+        entry["readFrom"] = record["readFrom"]
     return entry
 
 

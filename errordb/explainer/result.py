@@ -32,6 +32,8 @@ class MatchOut(_Strict):
     repo: str | None = Field(description="The record's GitHub repository; None for a learned draft of a distribution that names none.")
     distribution: str | None = Field(None, description="For a draft learned from an installed distribution (errordb learn): its name. Present only then.")
     distributionVersion: str | None = Field(None, description="... and its version. Present only then.")
+    readFrom: str | None = Field(None, description="For a draft read on the fly from the file the exception was raised in "
+                                 "(it is on this machine, and its line is the one the traceback printed): that file. Present only then.")
     errorClass: str
     errorMessage: str
     filePath: str
