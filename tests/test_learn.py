@@ -20,7 +20,7 @@ from errordb.explainer.explanation import explain
 from errordb.explainer.match import Match, without_shadowed_drafts
 from errordb.explainer.result import explain_json_schema
 from errordb.harvest.drafts import raised_when
-from errordb.harvest.installed import learn, repository
+from errordb.harvest.installed import default_python, learn, repository
 from errordb.harvest.scan import scan_tree
 from errordb.store.default import layer_db_path
 
@@ -271,3 +271,15 @@ def test_the_layer_follows_the_bundled_records_when_they_change(fresh_env, tmp_p
     result = CliRunner().invoke(cli, ["explain", "ValueError: DSPARK requires explicit layer_ids for aux hidden capture."])
     assert result.exit_code == 0 and "dspark-requires-explicit-layer-ids" in result.output
     assert json.loads(manifest_file.read_text())["bundled"] == right
+
+
+def test_the_active_virtual_environment_is_learned_by_default(fresh_env, tmp_path, monkeypatch):
+    python, site_packages = fresh_env
+    monkeypatch.setenv("ERRORDB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("VIRTUAL_ENV", str(python.parent.parent))  # as `source .venv/bin/activate` sets it
+    report = learn(("requests",))
+    assert [entry.split()[0] for entry in report.learned] == ["requests"]
+    manifest = json.loads((tmp_path / "cache" / "learned" / "learned.json").read_text())
+    assert manifest["sources"]["dist-requests"]["location"] == str(site_packages)  # the active environment's copy
+    monkeypatch.setenv("VIRTUAL_ENV", str(tmp_path / "no-such-env"))
+    assert default_python() == sys.executable

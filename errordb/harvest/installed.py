@@ -90,6 +90,18 @@ class LearnReport:
         return "\n".join(lines)
 
 
+def default_python() -> str:
+    """The interpreter to learn when none is named: the active virtual environment's
+    (``$VIRTUAL_ENV``, where errordb itself may be installed elsewhere, with pipx), else the one
+    errordb runs in."""
+    active = os.environ.get("VIRTUAL_ENV")
+    if active:
+        for name in ("bin/python", "Scripts/python.exe"):
+            if (Path(active) / name).is_file():
+                return str(Path(active) / name)
+    return sys.executable
+
+
 def environment(python: str) -> dict:
     """What ``python`` has installed, as :mod:`errordb.harvest.environment` prints it."""
     try:
@@ -189,8 +201,8 @@ def learn(
     progress: LearnProgress | None = None,
     jobs: int | None = None,
 ) -> LearnReport:
-    """Learn the standard library and every distribution ``python`` has installed (default: this
-    interpreter), or only the distributions ``names``, or the source trees ``paths``.
+    """Learn the standard library and every distribution ``python`` has installed (default:
+    :func:`default_python`), or only the distributions ``names``, or the source trees ``paths``.
 
     A source already learned at the same version is not read again; with neither names nor
     paths, distributions no longer installed (and trees no longer there) are dropped. The
@@ -203,8 +215,9 @@ def learn(
     started = time.perf_counter()
     layer = layer_dir()
     report = LearnReport(layer)
-    env = environment(python or sys.executable)
-    env["executable"] = python or sys.executable
+    python = python or default_python()
+    env = environment(python)
+    env["executable"] = python
     wanted = _wanted(env, tuple(names), tuple(paths))
     manifest = read_layer_manifest()
     known: dict[str, dict] = manifest.get("sources", {})
