@@ -1889,3 +1889,51 @@ def test_a_class_of_a_module_of_exceptions_wakes_the_fast_path_wherever_its_name
     with mock.patch.object(driver, "all_noise", lambda lines, text=None: False):
         full = [(e.exc_type, e.message) for e in iter_exceptions(chunks)]
     assert fast == full and any(exc_type and exc_type.startswith("errors.") for exc_type, _ in fast), fast
+
+
+# Where a message ends when the writer's own words follow it (cases from bench/realworld).
+
+TRACEBACK_OF_AN_API_ERROR = (
+    "Traceback (most recent call last):\n"
+    '  File "/srv/app.py", line 3, in <module>\n'
+    "    client.completions.create(max_tokens=-344)\n"
+    "openai.BadRequestError: Error code: 400 - {'object': 'error', 'message': 'max_tokens must be at least 1, got -344.', "
+    "'code': 400}  : is the problem with the model !!!\n"
+)
+
+
+def test_an_http_error_s_message_ends_where_its_body_closes():
+    [exc] = parse_text(TRACEBACK_OF_AN_API_ERROR)
+    assert exc.message.endswith("'code': 400}")
+    # A quote inside a string of the other kind, and a full stop after the body.
+    [exc] = parse_text('BadRequestError: Error code: 400 - {"error": {"message": "This model\'s limit is 4097."}}.\n')
+    assert exc.message == 'Error code: 400 - {"error": {"message": "This model\'s limit is 4097."}}'
+    # A body cut short by the paste is kept as it is.
+    [exc] = parse_text("BadRequestError: Error code: 400 - {'error': {'message': 'too long\n")
+    assert exc.message == "Error code: 400 - {'error': {'message': 'too long"
+
+
+@pytest.mark.parametrize("line, message", [
+    ("calls raise a TypeError: f() got an unexpected keyword argument '_x', breaking all code that relies on it.",
+     "f() got an unexpected keyword argument '_x'"),
+    ("when i run it i got Error AttributeError: 'FastAPI' object has no attribute 'debug' like this,",
+     "'FastAPI' object has no attribute 'debug'"),
+    # The words after a quoted name are the message's own when nothing says the sentence goes on.
+    ("then it fails with TypeError: 'NoneType' object is not subscriptable", "'NoneType' object is not subscriptable"),
+])
+def test_the_writer_s_words_after_a_message_named_in_a_sentence_are_not_its_own(line, message):
+    [exc] = parse_text(f"I tried this.\n{line}\nHow can I fix it?\n")
+    assert exc.message == message
+
+
+def test_the_next_item_of_the_writer_s_list_ends_a_bare_exception_s_message():
+    text = ("1. How to load a model on 8 GPUs? I get an error\n"
+            "ValueError: Total number of attention heads (52) must be divisible by tensor parallel size (8).\n"
+            "2. Why do the results differ from HF transformers?\n")
+    [exc] = parse_text(text)
+    assert exc.message == "Total number of attention heads (52) must be divisible by tensor parallel size (8)."
+    # After a traceback the lines that follow are the message's own, numbered or not.
+    tb = ('Traceback (most recent call last):\n  File "x.py", line 1, in <module>\n    check()\n'
+          "RuntimeError: The check failed.\n1. Set A\n2. Set B\n")
+    [exc] = parse_text(tb)
+    assert exc.message == "The check failed.\n1. Set A\n2. Set B"

@@ -39,6 +39,8 @@ RemoteTraceback
 
 from __future__ import annotations
 
+import re
+
 from errordb.explainer.parse.classify import (
     FRAME_RE, GROUP_SUFFIX_RE, LOC_RE, PDB_LOCATION_RE, SUMMARY_RE, TB_HEADER, is_caret_line, line_number, parse_exc_line,
     separator_kind, short_name,
@@ -50,6 +52,9 @@ from errordb.explainer.parse.pytest_output import PytestReader, is_pytest_header
 from errordb.explainer.parse.reader import Reader
 from errordb.explainer.parse.rich_output import RichReader
 from errordb.explainer.parse.sink import Sink
+
+#: An item of a numbered list in prose: "2. Why do the results differ ...".
+NUMBERED_ITEM_RE = re.compile(r"\d{1,2}[.)] +[A-Z]")
 
 IDLE = "idle"  # between exceptions
 FRAMES = "frames"  # after a Traceback header: File lines, source lines, carets
@@ -367,6 +372,15 @@ class ChainParser:
             or s in STACK_HEADERS
         )
 
+    @staticmethod
+    def _next_list_item(b: Builder, s: str) -> bool:
+        """Whether ``s`` is the next item of a list the writer of a bare exception line is
+        writing (``2. Why do ...``): the message is one sentence, with no traceback before it."""
+        return (
+            b.nframes == 0 and len(b.msg_lines) == 1 and b.msg_lines[0].rstrip().endswith((".", "?", "!"))
+            and NUMBERED_ITEM_RE.match(s) is not None
+        )
+
     def _on_message(self, t: str, no: int, hp: str) -> bool:
         b = self.b
         s = t.strip()
@@ -376,7 +390,7 @@ class ChainParser:
                 return False
             self.finish()  # a blank line ends the message
             return False
-        if hp != b.has_prefix or self._ends_message(s):
+        if hp != b.has_prefix or self._ends_message(s) or self._next_list_item(b, s):
             self.finish()
             return True
         if b.held_blank:

@@ -123,6 +123,10 @@ _MENTION_RES = (
     re.compile(r"(?:^|(?<=\s))'" + _NAME + r": ?([^']+?)\s*'(?=$|[\s.,;:!?)])"),
     re.compile(r"(?<![A-Za-z0-9_.])" + _NAME + r": (.+?)\s*$"),
 )
+#: Where a sentence goes on after the message it names unmarked, which no message does itself: a
+#: comma and words after its last quoted name ("... argument '_use_prebuilt', breaking all code"),
+#: or words that end in a comma ("... no attribute 'debug' like this,").
+_PROSE_AFTER_QUOTE = re.compile(r"'[^'\s]+'(?=,\s+[a-z][^']*$|\s[^']*,$)")
 #: An exception as its repr, as tests and loggers print it: ``TypeError("missing 'ctx'")``.
 _REPR_RE = re.compile(r"(?<![\w.])" + _NAME + r"\(((?:\"(?:[^\"\\]|\\.)*\")|(?:'(?:[^'\\]|\\.)*'))\)")
 #: VS Code's debugger: ``Exception has occurred: TypeError unhashable type: 'list'``, or the class
@@ -167,7 +171,10 @@ def find_mention(s: str, *, unmarked: bool = True) -> tuple[str, str] | None:
         pos = 0
         while (m := pattern.search(s, pos)) is not None:
             if is_exception_class(m.group(1)):
-                return m.group(1), _code_span_end(m.group(2)) if index == 0 else m.group(2)
+                if index == 0:
+                    return m.group(1), _code_span_end(m.group(2))
+                tail = _PROSE_AFTER_QUOTE.search(m.group(2)) if index == len(_MENTION_RES) - 1 else None
+                return m.group(1), m.group(2)[: tail.end()] if tail else m.group(2)
             pos = m.start() + 1
     for m in _REPR_RE.finditer(s):
         if is_exception_class(m.group(1)):

@@ -8,11 +8,15 @@ inner ones are those the matcher cares about most), and messages and notes are c
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from dataclasses import dataclass, field
 
 MAX_HEAD_FRAMES = 50  # outermost frames kept ...
 MAX_TAIL_FRAMES = 200  # ... and innermost frames kept
+#: The OpenAI client's API errors (and those of every OpenAI-compatible server): "Error code: 400 - "
+#: and the response's body, a dict or list; what follows the body on its line is the writer's.
+_HTTP_BODY_MESSAGE = re.compile(r"Error code: \d{3} - (?=[{\[])")
 _MAX_MESSAGE_LINES = 200
 _MAX_MESSAGE_CHARS = 64 * 1024
 _MAX_NOTES = 100
@@ -134,7 +138,7 @@ class Builder:
         entries = self.head if self.tail is None else self.head + list(self.tail)
         return ParsedException(
             exc_type=self.exc_type,
-            message="\n".join(self.msg_lines).rstrip(),
+            message=_to_body_end("\n".join(self.msg_lines).rstrip()),
             notes=list(self.notes),
             frames=[Frame(e[0], e[1], e[2], e[3]) for e in entries],
             role=self.role,
@@ -143,3 +147,29 @@ class Builder:
             ranks=[],
             line_no=self.start,
         )
+
+
+def _to_body_end(message: str) -> str:
+    """An HTTP error's message (:data:`_HTTP_BODY_MESSAGE`) cut where its body closes; any other
+    message, or a body that does not close (a cut paste), as it is."""
+    start = _HTTP_BODY_MESSAGE.match(message)
+    if start is None:
+        return message
+    depth, quote, i = 0, "", start.end()
+    while i < len(message):
+        c = message[i]
+        if quote:
+            if c == "\\":
+                i += 1  # the escaped character
+            elif c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+            if depth == 0:
+                return message[: i + 1]
+        i += 1
+    return message
