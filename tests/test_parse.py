@@ -1937,3 +1937,12 @@ def test_the_next_item_of_the_writer_s_list_ends_a_bare_exception_s_message():
           "RuntimeError: The check failed.\n1. Set A\n2. Set B\n")
     [exc] = parse_text(tb)
     assert exc.message == "The check failed.\n1. Set A\n2. Set B"
+
+
+def test_a_repr_set_off_as_code_in_a_sentence_that_calls_it_an_error_is_the_exception():
+    text = "Upserting without a key\n\nThis throws an error: `PrimaryKeyRequired('upsert() requires a pk')`\n"
+    for found in (parse_text(text), list(iter_exceptions(iter(text.splitlines(keepends=True))))):
+        assert [(e.exc_type, e.message) for e in found] == [("PrimaryKeyRequired", "upsert() requires a pk")]
+    # Not in a sentence about an error, or not set off as code: a call, not an exception.
+    assert all(e.exc_type != "Table" for e in parse_text("Then call `Table('docs')` to get the table.\n"))
+    assert all(e.exc_type != "Table" for e in parse_text("The error was in Table('docs') somewhere.\n"))

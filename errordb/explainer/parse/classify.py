@@ -134,10 +134,15 @@ _REPR_RE = re.compile(r"(?<![\w.])" + _NAME + r"\(((?:\"(?:[^\"\\]|\\.)*\")|(?:'
 _DEBUGGER_RE = re.compile(r"Exception has occurred: " + _NAME + r"(?:\s+\(note: [^)]*\))?(?:\s+(.*?))?[\s`]*$")
 
 
+#: Words of a sentence that says what follows is an error ("This throws an error: `X('...')`").
+SAYS_ERROR = re.compile(r"\b(?:error|exception|raises?|raised|throws?|thrown)\b", re.IGNORECASE)
+
+
 def might_mention(s: str) -> bool:
     """A cheap test that :func:`find_mention` may find something in ``s``."""
     return (":" in s or "(" in s) and (
         any(sfx in s for sfx in CLASS_SUFFIXES) or any(f"{module}." in s for module in EXCEPTION_MODULES)
+        or ("`" in s and "(" in s and SAYS_ERROR.search(s) is not None)  # _called_an_error
     )
 
 
@@ -152,6 +157,14 @@ def _code_span_end(message: str) -> str:
             continue
         return message[:pos].strip()
     return message.strip()
+
+
+def _called_an_error(s: str, m: re.Match[str]) -> bool:
+    """Whether a repr of a class not named like an exception (``PrimaryKeyRequired('...')``) is
+    one all the same: set off as code, in a sentence that calls it an error."""
+    start = m.start()
+    return s[start - 1 : start] == "`" and s[m.end() : m.end() + 1] == "`" and SAYS_ERROR.search(s[:start]) is not None \
+        and short_name(m.group(1))[:1].isupper()
 
 
 def find_mention(s: str, *, unmarked: bool = True) -> tuple[str, str] | None:
@@ -177,7 +190,7 @@ def find_mention(s: str, *, unmarked: bool = True) -> tuple[str, str] | None:
                 return m.group(1), m.group(2)[: tail.end()] if tail else m.group(2)
             pos = m.start() + 1
     for m in _REPR_RE.finditer(s):
-        if is_exception_class(m.group(1)):
+        if is_exception_class(m.group(1)) or _called_an_error(s, m):
             try:
                 message = ast.literal_eval(m.group(2))
             except (ValueError, SyntaxError):
