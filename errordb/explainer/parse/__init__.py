@@ -30,9 +30,9 @@ What is understood, and where
   formats and summaries, rich's boxed tracebacks, faulthandler dumps (``exc_type`` None,
   message "Fatal Python error: ...", frames reversed to outermost first).
 * ``classify``: what a line is (headers, frames, separators, which names count as exception
-  classes), exceptions named in a sentence (without the writer's words after them; a repr set off as code
-  in a sentence that calls it an error); ``sink``:
-  duplicates (the same exception from several ranks) reported once.
+  classes), exceptions named in a sentence (without the writer's words after them; a repr set
+  off as code in a sentence that calls it an error); ``sink``: duplicates (the same exception
+  from several ranks) reported once.
 * Where a message ends besides: an HTTP error's (``Error code: 400 - {...}``) where its body
   closes (``parsed``); a bare exception's one-sentence message at the writer's next numbered
   item (``chain``).

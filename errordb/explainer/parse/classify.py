@@ -162,9 +162,11 @@ def _code_span_end(message: str) -> str:
 def _called_an_error(s: str, m: re.Match[str]) -> bool:
     """Whether a repr of a class not named like an exception (``PrimaryKeyRequired('...')``) is
     one all the same: set off as code, in a sentence that calls it an error."""
-    start = m.start()
-    return s[start - 1 : start] == "`" and s[m.end() : m.end() + 1] == "`" and SAYS_ERROR.search(s[:start]) is not None \
-        and short_name(m.group(1))[:1].isupper()
+    start, end = m.start(), m.end()
+    return (
+        s[start - 1 : start] == "`" and s[end : end + 1] == "`"
+        and SAYS_ERROR.search(s[:start]) is not None and short_name(m.group(1))[:1].isupper()
+    )
 
 
 def find_mention(s: str, *, unmarked: bool = True) -> tuple[str, str] | None:
