@@ -349,6 +349,7 @@ def repro(keys: tuple[str, ...], run_all: bool, output_format: str, color: bool 
     from errordb.repro import commands
     from errordb.repro.transcripts import render_text
     from errordb.store import open_connection
+    from errordb.store.read import resolve_record_id
 
     if digest + write + run_all > 1:
         raise click.UsageError("give one of --all, --digest, --write-transcripts")
@@ -368,7 +369,7 @@ def repro(keys: tuple[str, ...], run_all: bool, output_format: str, color: bool 
                 click.echo(str(path))
             return
         reports = commands.run_reproductions(db, None if run_all else keys[0], unsafe=unsafe)
-        record = None if run_all else commands.record_id(db, keys[0])  # repro ID shows that record's runs
+        record = None if run_all else resolve_record_id(db, keys[0])  # repro ID shows that record's runs
     finally:
         db.close()
     if output_format == "json":

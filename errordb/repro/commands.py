@@ -15,10 +15,6 @@ from errordb.repro.run import run_reproduction
 from errordb.repro.transcripts import transcript_path, transcript_text
 from errordb.store.read import resolve_record_id
 
-#: The id of the record a key names (an id, a slug, their ends, a page URL): what
-#: ``errordb repro KEY`` shows the runs of.
-record_id = resolve_record_id
-
 
 class NoReproduction(ErrordbError):
     """The record exists, but no reviewed definition covers it."""
