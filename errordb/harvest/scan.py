@@ -406,42 +406,43 @@ def assert_site(index: ModuleIndex, node: ast.Assert, place: Place) -> Site:
     return Site(index.path, node.lineno, place.qualname, "AssertionError", tuple(templates), order=(node.lineno, node.col_offset), conditions=conditions(place))
 
 
-def _class_only(index: ModuleIndex, node: ast.Raise, place: Place, name: str) -> Site:
+def _class_only(index: ModuleIndex, node: ast.Raise, place: Place, name: str, when: tuple[str, ...]) -> Site:
     """``raise NotImplementedError`` or ``raise ValueError()``: a builtin class raised without a
     message prints none, so its record's message and pattern are "" (matched on class and frames)."""
     line = index.lines[node.lineno - 1] if node.lineno <= len(index.lines) else ""
     if raised_class(line) != name:
         raise _Skipped("shares-line", f"the line starts {line.strip()[:40]!r}")
-    return Site(index.path, node.lineno, place.qualname, name, (("",),), order=(node.lineno, node.col_offset), conditions=conditions(place))
+    return Site(index.path, node.lineno, place.qualname, name, (("",),), order=(node.lineno, node.col_offset), conditions=when)
 
 
-def raise_site(tree: Tree, index: ModuleIndex, node: ast.Raise, place: Place) -> Site:
-    """The site of one ``raise X(...)``, or :class:`_Skipped` saying why there is none."""
+def raise_site(tree: Tree, index: ModuleIndex, node: ast.Raise, place: Place, when: tuple[str, ...]) -> Site:
+    """The site of one ``raise X(...)``, or :class:`_Skipped` saying why there is none; ``when``
+    is what holds where it is raised (:func:`~errordb.harvest.scopes.conditions` of ``place``)."""
     exc = node.exc
     assert exc is not None
     held = index.resolver(place)(exc.id) if isinstance(exc, ast.Name) else None
     if isinstance(held, ast.Call) and (name := dotted(held.func)) and looks_like_class(name):
         # e = Exception("..."); ...; raise e from None: the line raises a variable, not a class.
         templates = _templates(name, message_argument(tree, name, held), index.resolver(place))
-        return Site(index.path, node.lineno, place.qualname, name, tuple(templates), order=(node.lineno, node.col_offset), conditions=conditions(place))
+        return Site(index.path, node.lineno, place.qualname, name, tuple(templates), order=(node.lineno, node.col_offset), conditions=when)
     if not isinstance(exc, ast.Call):
         name = dotted(exc)
         if name and looks_like_class(name):
             if name in BUILTIN_EXCEPTIONS:
-                return _class_only(index, node, place, name)
+                return _class_only(index, node, place, name, when)
             raise _Skipped("no-message", f"raise {name}")
         raise _Skipped("not-a-class", f"raises {describe(exc)}")
     name = dotted(exc.func)
     if not name or not looks_like_class(name):
         raise _Skipped("not-a-class", f"raises the result of {describe(exc)}")
     if name in BUILTIN_EXCEPTIONS and not exc.args and not exc.keywords:
-        return _class_only(index, node, place, name)
+        return _class_only(index, node, place, name, when)
     templates = _templates(name, message_argument(tree, name, exc), index.resolver(place))
     line = index.lines[node.lineno - 1] if node.lineno <= len(index.lines) else ""
     raised = raised_class(line)
     if raised is None or raised.rsplit(".", 1)[-1] != name.rsplit(".", 1)[-1]:
         raise _Skipped("shares-line", f"the line starts {line.strip()[:40]!r}")
-    return Site(index.path, node.lineno, place.qualname, name, tuple(templates), order=(node.lineno, node.col_offset), conditions=conditions(place))
+    return Site(index.path, node.lineno, place.qualname, name, tuple(templates), order=(node.lineno, node.col_offset), conditions=when)
 
 
 class _Answer:
@@ -490,15 +491,16 @@ def raise_outcomes(index: ModuleIndex, node: ast.Raise, place: Place) -> Site | 
     held = index.resolver(place)(exc.id) if isinstance(exc, ast.Name) else None
     call = held if isinstance(held, ast.Call) else exc if isinstance(exc, ast.Call) else None
     name = dotted(call.func) if call is not None else None
+    when = conditions(place)  # read once: the site is read for every answer below
     if call is None or name is None:
-        return raise_site(_Answer((None, None)), index, node, place)  # asks the tree nothing
+        return raise_site(_Answer((None, None)), index, node, place, when)  # asks the tree nothing
     keywords = frozenset(kw.arg for kw in call.keywords if kw.arg)
     answers = [(None, None), (-1, None), *((i, None) for i in range(len(call.args) + 1)),
                *((None, kw) for kw in MESSAGE_PARAMETERS if kw in keywords)]  # fmt: skip
     outcomes: dict[tuple, Site | Skip] = {}
     for answer in answers:
         try:
-            outcome: Site | Skip = raise_site(_Answer(answer), index, node, place)
+            outcome: Site | Skip = raise_site(_Answer(answer), index, node, place, when)
         except _Skipped as skipped:
             outcome = Skip(index.path, node.lineno, skipped.reason, skipped.detail)
         outcomes[_answer_key(answer, keywords, len(call.args))] = outcome
@@ -585,8 +587,6 @@ def _parse(file: Path, path: str, wanted: Callable[[str], bool] | None = None) -
         raise HarvestError(f"{file}: cannot read: {exc.strerror}") from None
 
 
-
-
 #: ``progress(stage, done, total)``: how far a stage of a harvest is (see :func:`scan_tree`).
 ProgressCallback = Callable[[str, int, int], None]
 
@@ -655,12 +655,12 @@ def _site_path(root: Path, prefix: str, file: Path) -> str:
 def _each(function: Callable[[tuple[Path, str]], Any], sources: list[tuple[Path, str]], workers: int, tree: Tree | None = None) -> Iterator[Any]:
     """``function`` of each source, in order: in this process, or in a pool of ``workers``."""
     if workers <= 1:
-        _start_worker(tree, collect=gc.isenabled())
+        _start_worker(tree)
         yield from map(function, sources)
         return
     # Spawned, never forked: a fork would copy whatever the calling program holds.
     context = multiprocessing.get_context("spawn")
-    with context.Pool(workers, initializer=_start_worker, initargs=(tree, False)) as pool:
+    with context.Pool(workers, initializer=_start_worker, initargs=(tree,)) as pool:
         yield from pool.imap(function, sources, chunksize=8)
 
 
@@ -668,11 +668,12 @@ def _each(function: Callable[[tuple[Path, str]], Any], sources: list[tuple[Path,
 _tree: Tree | None = None
 
 
-def _start_worker(tree: Tree | None, collect: bool) -> None:
+def _start_worker(tree: Tree | None) -> None:
+    """A process about to run a pass: the tree it needs, and no cyclic collection (in this
+    process :func:`_without_cycle_collection` turns it back on after the scan)."""
     global _tree
     _tree = tree
-    if not collect:
-        gc.disable()
+    gc.disable()
 
 
 def _learn_file(source: tuple[Path, str]) -> tuple[list[tuple[str, ClassInfo]], list[HelperCandidate], ScannedFile] | Skip:
