@@ -220,7 +220,6 @@ def explain_exceptions(exceptions: Iterable[Any], db: Any, limit: int | None = N
             omitted += 1
     matcher = Matcher(getattr(db, "conn", db))
     findings = []
-    read_on_the_fly: dict[str, dict[str, Any]] = {}
     for index, exc in enumerate(kept):
         after = kept[index + 1] if index + 1 < len(kept) else following
         matches = matcher.match(exc.exc_type, exc.message, exc.frames)
@@ -228,13 +227,10 @@ def explain_exceptions(exceptions: Iterable[Any], db: Any, limit: int | None = N
             from errordb.explainer.local import local_matches
 
             matches = local_matches(exc)
-            read_on_the_fly.update((m.id, m.record) for m in matches)
         findings.append(Finding(index, exc, matches, _is_root_cause(exc, after)))
     stats = meta(db)
     count = stats.get("recordCount")
-    records = _best_records(db, findings)
-    records.update((rid, record) for rid, record in read_on_the_fly.items() if any(m.id == rid for f in findings for m in f.best))
-    explanation = Explanation(findings, stats.get("datasetVersion"), omitted=omitted, records=records,
+    explanation = Explanation(findings, stats.get("datasetVersion"), omitted=omitted, records=_best_records(db, findings),
                               record_count=int(count) if count and str(count).isdigit() else None)
     if kept and not any(f.matches for f in findings):
         explanation.similar = similar_records(db, " ".join(exc.message for exc in kept))
@@ -243,13 +239,16 @@ def explain_exceptions(exceptions: Iterable[Any], db: Any, limit: int | None = N
 
 
 def _best_records(db: Any, findings: list[Finding]) -> dict[str, dict[str, Any]]:
-    """The stored record of each best match, read once each."""
+    """The stored record of each best match, read once each (a draft read on the fly is its
+    match's record already)."""
     from errordb.store import get_family, get_record
 
     records: dict[str, dict[str, Any]] = {}
     for finding in findings:
         for match in finding.best:
-            if match.id not in records:
+            if match.record.get("readFrom"):
+                records[match.id] = match.record
+            elif match.id not in records:
                 record = get_record(db, match.id)
                 if record is not None:
                     record["family"] = get_family(db, record.get("backgroundTag"))  # shown with it

@@ -209,7 +209,7 @@ def learn(
     layer's store is then brought up to date by :func:`errordb.store.ingest`.
     """
     from errordb.records.loader import bundled_records_dir
-    from errordb.store.default import layer_db_path, layer_dir, read_layer_manifest, records_fingerprint
+    from errordb.store.default import layer_db_path, layer_dir, read_layer_manifest, records_fingerprint, write_layer_manifest
     from errordb.store.ingestion import ingest
 
     started = time.perf_counter()
@@ -258,10 +258,7 @@ def learn(
         done_files += len(source.files)
         step(number, len(todo), done_files, total_files)
     bundled = bundled_records_dir()
-    manifest = {"format": "errordb-learned", "version": 1, "bundled": records_fingerprint(bundled), "sources": dict(sorted(known.items()))}
-    partial = layer / f".learned.json.{os.getpid()}.partial"
-    partial.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(partial, layer / "learned.json")
+    write_layer_manifest({"format": "errordb-learned", "version": 1, "bundled": records_fingerprint(bundled), "sources": dict(sorted(known.items()))})
     ingest([bundled, records], layer_db_path(), prune=True)
     report.total_sources = len(known)
     report.total_records = sum(entry["records"] for entry in known.values())

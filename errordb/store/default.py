@@ -124,6 +124,13 @@ def read_layer_manifest() -> dict:
         return {}
 
 
+def write_layer_manifest(manifest: dict) -> None:
+    """Replace the learned layer's manifest (beside, then renamed: a reader sees one or the other)."""
+    partial = layer_dir() / f".learned.json.{os.getpid()}.partial"
+    partial.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(partial, layer_dir() / "learned.json")
+
+
 def learned_db_path() -> Path | None:
     """The learned layer's store, when ``errordb learn`` has made one; brought up to date first
     when the bundled records changed since (an upgrade of errordb)."""
@@ -132,13 +139,11 @@ def learned_db_path() -> Path | None:
         return None
     manifest = read_layer_manifest()
     records = bundled_records_dir()
-    if manifest.get("bundled") != records_fingerprint(records):
+    fingerprint = records_fingerprint(records)
+    if manifest.get("bundled") != fingerprint:
         try:
             ingest([records, layer_dir() / "records"], path, prune=True)
-            manifest["bundled"] = records_fingerprint(records)
-            partial = layer_dir() / f".learned.json.{os.getpid()}.partial"
-            partial.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-            os.replace(partial, layer_dir() / "learned.json")
+            write_layer_manifest({**manifest, "bundled": fingerprint})
         except (ErrordbError, OSError):
             return None  # cannot be brought up to date here (a read-only cache): the bundled records alone
     return path
