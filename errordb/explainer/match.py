@@ -217,7 +217,7 @@ def moved_file(frame_path: str, record_path: str) -> bool:
     the folder after ``site-packages/`` or ``dist-packages/`` when it has one (an installed
     package), else any folder of its path (a checkout).
     """
-    parts, frame = _package_path(record_path), components(frame_path)
+    parts, frame = package_path(record_path), components(frame_path)
     if len(parts) < 2 or not frame or frame[-1] != parts[-1]:
         return False
     installed = installed_package(frame_path)
@@ -226,7 +226,7 @@ def moved_file(frame_path: str, record_path: str) -> bool:
     return parts[0] in frame[:-1]
 
 
-def _package_path(record_path: str) -> list[str]:
+def package_path(record_path: str) -> list[str]:
     """A record's path from its top-level package on (its repository's source root left off)."""
     parts = components(record_path)
     return parts[1:] if len(parts) > 2 and parts[0] in SOURCE_ROOTS else parts
@@ -250,7 +250,7 @@ def raised_in_another_package(record: dict[str, Any], frames: list[Any]) -> bool
     record's words only as a quote (an HTTP client's error quoting a server's body, pydantic's
     quoting a validator's): it was not raised where the record is."""
     package = installed_package(frames[-1].file or "") if frames else None
-    return bool(package) and package != _package_path(record["filePath"])[0]
+    return bool(package) and package != package_path(record["filePath"])[0]
 
 
 def _best_frame(record: dict[str, Any], frames: list[Any]) -> list[Evidence] | None:
@@ -367,7 +367,7 @@ def rank(matches: list[Match]) -> list[Match]:
 def _raise_site(record: dict[str, Any]) -> tuple[str, ...]:
     """What names a raise site across a repository and its installed copy: the path from the
     top-level package on, the function and the class."""
-    return (*_package_path(record["filePath"]), record.get("function") or "", short_class(record["errorClass"]) or "")
+    return (*package_path(record["filePath"]), record.get("function") or "", short_class(record["errorClass"]) or "")
 
 
 def without_shadowed_drafts(matches: list[Match]) -> list[Match]:

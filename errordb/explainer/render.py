@@ -199,11 +199,12 @@ def record_sections(record: dict[str, Any], style: Style, width: int, transcript
 
 
 def module_name(file_path: str) -> str:
-    """The module a record's file is: ``requests/models.py`` is ``requests.models``; CPython's
+    """The module a record's file is: ``requests/models.py`` is ``requests.models``, so is
+    ``src/requests/models.py`` (:func:`~errordb.explainer.match.package_path`); CPython's
     ``Lib/json/decoder.py`` is ``json.decoder``; a package's ``__init__.py`` is the package."""
-    parts = file_path.removesuffix(".py").split("/")
-    if len(parts) > 1 and parts[0] in ("Lib", "python", "src", "lib"):
-        parts = parts[1:]
+    from errordb.explainer.match import package_path
+
+    parts = package_path(file_path.removeprefix("Lib/").removesuffix(".py"))
     if len(parts) > 1 and parts[-1] == "__init__":
         parts = parts[:-1]
     return ".".join(parts)
