@@ -457,6 +457,32 @@ def test_reworded_messages_are_read_alike_by_python_and_the_browser(new_page, se
         python.score, [(e.kind, e.points, e.detail) for e in python.evidence])
 
 
+def test_a_raise_moved_to_another_file_is_found_by_its_printed_line_alike(new_page, server):
+    from errordb.explainer.match import score_candidate
+    from errordb.explainer.parse import parse_text
+
+    page, _ = new_page()
+    page.goto(server)
+    line = 'assert res.status_code == 200, f"{res=}, {res.text=}"'
+    record = {"id": "1" * 16, "slug": "s", "repo": "sgl-project/sglang", "errorClass": "AssertionError", "errorMessage": "m",
+              "messagePattern": r"res=.+, res\.text=.+", "filePath": "python/sglang/srt/entrypoints/http_server.py",
+              "function": "_execute_server_warmup", "lineNumber": 2376, "sourceCode": "        " + line, "sourceCodeStart": 2376}  # fmt: skip
+    in_js = {**record, "raiseLine": line}
+    traceback = (f'Traceback (most recent call last):\n  File "{{path}}", line 621, in _wait_and_warmup\n    {line}\n'
+                 "AssertionError: res=<Response [502]>, res.text=''\n")  # fmt: skip
+    paths = ["/home/sglang/python/sglang/srt/server.py", "/venv/lib/python3.11/site-packages/vllm/server.py"]
+    for path, printed in [(path, printed) for path in paths for printed in (line, "assert res.ok")]:
+        text = traceback.replace("{path}", path).replace(line, printed)
+        (exc,) = page.evaluate("t => errordbExplain.parse(t)", text)
+        assert [f["source"] for f in exc["frames"]] == [printed]
+        js = page.evaluate("([r, e]) => errordbExplain.rank([r], e)", [in_js, exc])
+        (parsed,) = parse_text(text)
+        python = score_candidate(record, parsed.exc_type, parsed.message, parsed.frames)
+        assert [(m["score"], [(e["kind"], e["detail"]) for e in m["evidence"]]) for m in js] == (
+            [(python.score, [(e.kind, e.detail) for e in python.evidence])] if python else [])
+        assert (python is not None) == (path == paths[0] and printed == line)
+
+
 def test_bare_classes_generic_messages_under_another_class_and_wrapped_lines_are_judged_alike(new_page, server):
     from errordb.explainer.match import score_candidate
 

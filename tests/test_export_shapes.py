@@ -159,12 +159,16 @@ def test_patterns_carry_what_the_matcher_needs(api, store):
     head = load(api, "patterns.json")
     assert len(head["items"]) == PAGE_SIZE and len(head["pages"]) == math.ceil(RECORDS / PAGE_SIZE) - 1
     entries = all_items(api, "patterns.json")
-    assert set(entries[0]) == {"id", "slug", "repo", "errorClass", "messagePattern", "filePath", "function", "lineNumber", "errorMessage"}
+    assert set(entries[0]) == {"id", "slug", "repo", "errorClass", "messagePattern", "filePath", "function", "lineNumber", "errorMessage", "raiseLine"}
     db = connect(store)
     functions = dict(db.execute("SELECT id, function FROM records").fetchall())
+    raise_lines = {rid: source.split("\n")[line - start].strip() for rid, source, start, line in db.execute(
+        "SELECT id, sourceCode, sourceCodeStart, lineNumber FROM records")}  # fmt: skip
     db.close()
     assert {entry["id"]: entry["function"] for entry in entries} == functions
     assert functions["b318b4f842689251"] == "set_dspark_layers_to_capture"
+    assert {entry["id"]: entry["raiseLine"] for entry in entries} == raise_lines
+    assert raise_lines["b318b4f842689251"] == "raise ValueError("
 
 
 @pytest.mark.parametrize(

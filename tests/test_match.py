@@ -34,6 +34,7 @@ class F:
     file: str
     line: int | None
     function: str | None
+    source: str | None = None
 
 
 @pytest.fixture(scope="module")
@@ -138,6 +139,44 @@ def test_a_frame_in_a_file_moved_within_its_package_gives_the_function_but_not_t
     for frame in (F("/app/src/pydantic/pydantic/fields.py", 1, "validate"), F("/app/src/pydantic/pydantic/main.py", 1, "_validate_discriminated_union"),
                   F("/venv/lib/python3.11/site-packages/other/pydantic/fields.py", 1, "_validate_discriminated_union")):  # fmt: skip
         assert [e.kind for e in score_candidate(record, "ConfigError", message, [frame]).evidence] == ["message-full", "message-specific", "class-agrees"]
+
+
+WARMUP_ASSERT = 'assert res.status_code == 200, f"{res=}, {res.text=}"'
+
+
+def _warmup_record():
+    """sglang 0.5.23's warmup assert, which 0.4 raised from server.py's _wait_and_warmup."""
+    record = _record(r"res=.+, res\.text=.+", "AssertionError", "python/sglang/srt/entrypoints/http_server.py")
+    source = "\n".join(["def _execute_server_warmup(server_args):", "    try:", "        res = post()", "        " + WARMUP_ASSERT, "    except Exception:"])
+    record.update(function="_execute_server_warmup", lineNumber=2376, sourceCode=source, sourceCodeStart=2373)
+    return record
+
+
+def test_a_raise_moved_to_another_file_and_function_is_found_by_the_line_the_traceback_prints():
+    record, message = _warmup_record(), "res=<Response [502]>, res.text=''"
+    old = F("/home/sglang/python/sglang/srt/server.py", 621, "_wait_and_warmup", WARMUP_ASSERT)
+    match = score_candidate(record, "AssertionError", message, [F("/home/sglang/python/sglang/launch_server.py", 9, "<module>"), old])
+    assert [e.kind for e in match.evidence] == ["message-full", "message-specific", "class-agrees", "frame-source"]
+    assert "server.py prints the statement that raises it: moved from python/sglang/srt/entrypoints/http_server.py" in match.evidence[-1].detail
+    installed = F("/venv/lib/python3.11/site-packages/sglang/srt/server.py", 621, "_wait_and_warmup", "  " + WARMUP_ASSERT)
+    assert score_candidate(record, "AssertionError", message, [installed]).evidence[-1].kind == "frame-source"
+    # The generic pattern stands on nothing else: another line printed, the line printed by an
+    # outer frame only, or by a file of another package, and the match is dropped.
+    for frames in ([F(old.file, 621, "_wait_and_warmup", "assert res.status_code == 200, res.text")],
+                   [old, F("/home/sglang/python/sglang/srt/utils.py", 5, "post", "return session.post(url)")],
+                   [F("/venv/lib/python3.11/site-packages/vllm/entrypoints/server.py", 621, "_wait_and_warmup", WARMUP_ASSERT)]):  # fmt: skip
+        assert score_candidate(record, "AssertionError", message, frames) is None
+
+
+def test_a_printed_raise_line_counts_only_when_it_says_enough():
+    # "raise ValueError(" begins thousands of raises: printing it says nothing of which one.
+    record = _record("DSPARK requires explicit layer_ids for aux hidden capture\\.", "ValueError", "python/sglang/srt/models/kimi_k3.py")
+    record.update(lineNumber=2892, sourceCode="        raise ValueError(", sourceCodeStart=2892)
+    frame = F("/venv/lib/python3.11/site-packages/sglang/srt/models/deepseek.py", 77, "load", "raise ValueError(")
+    assert [e.kind for e in score_candidate(record, "ValueError", MESSAGE, [frame]).evidence] == ["message-full", "message-specific", "class-agrees"]
+    # A frame in the record's own file is judged by its file, function and line, not by its text.
+    here = F("/venv/lib/python3.11/site-packages/sglang/srt/models/kimi_k3.py", 2892, "f", "raise ValueError(")
+    assert "frame-source" not in [e.kind for e in score_candidate(record, "ValueError", MESSAGE, [here]).evidence]
 
 
 def test_an_innermost_frame_in_another_function_of_the_records_file_is_no_evidence():

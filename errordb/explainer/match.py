@@ -15,6 +15,7 @@ from typing import Any
 
 from errordb.explainer.parse.classify import BUILTIN_EXCEPTIONS, short_name
 from errordb.records.patterns import PatternError, PatternSet, cached_pattern, cut_match, literal_weight, message_words, word_characters
+from errordb.records.snippet import line_at
 
 FULL_MATCH = 100
 PARTIAL_MATCH = 40
@@ -23,6 +24,8 @@ CLASS_DIFFERS = -30
 FRAME_FILE = 20
 FRAME_FUNCTION = 10
 FRAME_LINE = 10
+#: No frame in the record's file, but the innermost frame prints its raise statement (moved).
+FRAME_SOURCE = 10
 LINE_HORIZON = 200  # lines away at which a frame's line stops counting
 #: A message reworded between versions, raised where the record's raise is (near_match).
 NEAR_MATCH = 30
@@ -44,6 +47,7 @@ _WRAPPED = re.compile(r"[ \t]*\n[ \t\n]*")
 #: The record columns a match needs (and that renderers get along with it).
 CANDIDATE_COLUMNS = (
     "id", "slug", "repo", "errorClass", "errorMessage", "messagePattern", "filePath", "function", "lineNumber", "distribution", "distributionVersion",
+    "sourceCode", "sourceCodeStart",
 )
 
 
@@ -51,7 +55,7 @@ CANDIDATE_COLUMNS = (
 class Evidence:
     """One reason a match scores what it does."""
 
-    kind: str  # message-full, -partial, -near, -specific; class-agrees, -differs; frame-file, -function, -line
+    kind: str  # message-full, -partial, -near, -specific; class-agrees, -differs; frame-file, -function, -line, -source
     points: float
     detail: str
 
@@ -220,10 +224,17 @@ def moved_file(frame_path: str, record_path: str) -> bool:
     parts, frame = package_path(record_path), components(frame_path)
     if len(parts) < 2 or not frame or frame[-1] != parts[-1]:
         return False
+    return in_package(frame_path, parts[0])
+
+
+def in_package(frame_path: str, package: str) -> bool:
+    """Whether a frame's file is in top-level ``package``: the folder after ``site-packages/`` or
+    ``dist-packages/`` when it has one (an installed package), else any folder of its path (a
+    checkout)."""
     installed = installed_package(frame_path)
     if installed is not None:
-        return installed == parts[0]
-    return parts[0] in frame[:-1]
+        return installed == package
+    return package in components(frame_path)[:-1]
 
 
 def package_path(record_path: str) -> list[str]:
@@ -280,7 +291,21 @@ def _best_frame(record: dict[str, Any], frames: list[Any]) -> list[Evidence] | N
         total = sum(e.points for e in found)
         if best is None or total >= best[0]:
             best = (total, found)
+    if best is None and frames and _prints_the_raise(record, frames[-1]):
+        return [Evidence("frame-source", FRAME_SOURCE, f"{frames[-1].file} prints the statement that raises it: moved from {record['filePath']}")]
     return best[1] if best else None
+
+
+def _prints_the_raise(record: dict[str, Any], frame: Any) -> bool:
+    """Whether the innermost frame, in the record's package, prints the record's raise
+    statement, one that says enough to be the only one of its words: the raise moved to
+    another file or function between the pasted version and the record's, and kept its line
+    (the "context line" Sentry groups by across releases)."""
+    source = (frame.source or "").strip()
+    if word_characters(source) < SPECIFIC_LITERAL or not frame.file:
+        return False
+    line = line_at(record.get("sourceCode") or "", record.get("sourceCodeStart") or 0, record["lineNumber"])
+    return line is not None and line.strip() == source and in_package(frame.file, package_path(record["filePath"])[0])
 
 
 _WORD = re.compile(r"\w+", re.ASCII)

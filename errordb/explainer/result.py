@@ -19,7 +19,7 @@ class _Strict(BaseModel):
 
 
 class EvidenceOut(_Strict):
-    kind: Literal["message-full", "message-partial", "message-near", "message-specific", "class-agrees", "class-differs", "frame-file", "frame-function", "frame-line"]
+    kind: Literal["message-full", "message-partial", "message-near", "message-specific", "class-agrees", "class-differs", "frame-file", "frame-function", "frame-line", "frame-source"]
     points: float
     detail: str
 

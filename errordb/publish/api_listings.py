@@ -16,6 +16,7 @@ from typing import Any
 from errordb.publish import api_layout as layout
 from errordb.publish.api_layout import Urls
 from errordb.publish.output import OutputTree, Pager
+from errordb.records.snippet import line_at
 
 #: The ``records`` columns a summary or pattern entry needs.
 SUMMARY_COLUMNS = ("id", "slug", "repo", "errorClass", "errorMessage", "messagePattern", "filePath", "lineNumber", "function")
@@ -42,8 +43,12 @@ def error_summary(row: dict[str, Any], urls: Urls) -> dict[str, Any]:
 
 
 def pattern_entry(row: dict[str, Any]) -> dict[str, Any]:
-    """A record's entry in ``patterns.json`` (shape ``PatternEntry``)."""
-    return {name: row[name] for name in SUMMARY_COLUMNS}
+    """A record's entry in ``patterns.json`` (shape ``PatternEntry``); ``row`` also needs
+    ``sourceCode`` and ``sourceCodeStart``."""
+    entry = {name: row[name] for name in SUMMARY_COLUMNS}
+    line = line_at(row["sourceCode"], row["sourceCodeStart"], row["lineNumber"])
+    entry["raiseLine"] = line.strip() if line is not None else None
+    return entry
 
 
 def write_listings(db: Any, tree: OutputTree, urls: Urls, paging: Paging) -> None:
@@ -58,7 +63,7 @@ def write_errors_index(db: Any, tree: OutputTree, urls: Urls, paging: Paging) ->
     """``errors/index.json`` (a manifest of pages) and ``patterns.json``, in one pass by id."""
     index = paging.pager(tree, urls, layout.ERRORS_INDEX, inline_first=False)
     patterns = paging.pager(tree, urls, layout.PATTERNS)
-    for row in _rows(db, f"SELECT {_SELECT} FROM records r ORDER BY r.id"):
+    for row in _rows(db, f"SELECT {_SELECT}, r.sourceCode, r.sourceCodeStart FROM records r ORDER BY r.id"):
         index.add(row["id"], error_summary(row, urls))
         patterns.add(row["id"], pattern_entry(row))
     index.finish()

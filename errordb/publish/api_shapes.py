@@ -46,6 +46,7 @@ class PatternEntry(_Shape):
     function: str | None = Field(description="The def enclosing lineNumber in the snippet, if any.")
     lineNumber: int
     errorMessage: str
+    raiseLine: str | None = Field(description="The source line at lineNumber, stripped: a traceback that prints it raised here, though the file moved.")
 
 
 class RepoEntry(_Shape):

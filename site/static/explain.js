@@ -14,7 +14,9 @@
  *            matches only an empty message;
  *   frames:  the best frame in the record's file (same last path components): +20, function +10,
  *            line +10, or round(10 * max(0, 1 - d / 200), 1) when d lines away; else a frame of
- *            the record's file name and package (moved) in its function: +10; none at all when
+ *            the record's file name and package (moved) in its function: +10; else the innermost
+ *            frame, in the record's package, printing the record's raise line (raiseLine, at
+ *            least 24 letters and digits: moved to another file): +10; none at all when
  *            the innermost frame is in the record's file but in another function;
  *   near:    no pattern match, but the innermost frame in the record's file and function, the
  *            class agreeing and the words 60% alike (reworded between versions): +30, + class,
@@ -30,7 +32,7 @@
   "use strict";
 
   var FULL_MATCH = 100, PARTIAL_MATCH = 40, CLASS_AGREES = 30, CLASS_DIFFERS = -30;
-  var FRAME_FILE = 20, FRAME_FUNCTION = 10, FRAME_LINE = 10, LINE_HORIZON = 200, SPECIFIC_LITERAL = 24;
+  var FRAME_FILE = 20, FRAME_FUNCTION = 10, FRAME_LINE = 10, FRAME_SOURCE = 10, LINE_HORIZON = 200, SPECIFIC_LITERAL = 24;
   var SPECIFIC_POINTS = 5, SPECIFIC_MAX = 100;
   // CPython's builtin exception classes (3.8 to 3.13).
   var BUILTIN_EXCEPTIONS = new Set(("ArithmeticError AssertionError AttributeError BaseException BaseExceptionGroup " +
@@ -117,17 +119,25 @@
 
   function parseBlock(lines, j) {
     var frames = [];
+    var awaitingSource = null; // the frame just read, whose source line may follow
     while (j < lines.length) {
       var line = lines[j].text;
       var m = FRAME.exec(line);
       if (m) {
-        var frame = { file: m[1], line: parseInt(m[2], 10), "function": m[3] === undefined ? null : m[3] };
+        var frame = { file: m[1], line: parseInt(m[2], 10), "function": m[3] === undefined ? null : m[3], source: null };
         var last = frames[frames.length - 1];
+        awaitingSource = null;
         // Interleaved ranks print each frame several times in a row; once is enough (the best
         // frame, hence the score, is the same either way).
-        if (!last || last.file !== frame.file || last.line !== frame.line || last["function"] !== frame["function"]) frames.push(frame);
+        if (!last || last.file !== frame.file || last.line !== frame.line || last["function"] !== frame["function"]) {
+          frames.push(frame);
+          awaitingSource = frame;
+        }
       } else if (line.trim() !== "" && !/^\s/.test(line) && !TRACEBACK.test(line)) {
         break; // the first unindented line after the frames is the exception
+      } else if (awaitingSource && line.trim() !== "") {
+        awaitingSource.source = line.trim();
+        awaitingSource = null;
       }
       j++;
     }
@@ -257,9 +267,29 @@
   function movedFile(framePath, recordPath) {
     var parts = packagePath(recordPath), frame = components(framePath);
     if (parts.length < 2 || frame.length === 0 || frame[frame.length - 1] !== parts[parts.length - 1]) return false;
+    return inPackage(framePath, parts[0]);
+  }
+
+  /**
+   * Whether a frame's file is in a top-level package: the folder after site-packages/ or
+   * dist-packages/ when it has one, else any folder of its path. errordb/explainer/match.py, in_package.
+   */
+  function inPackage(framePath, pkg) {
     var installed = installedPackage(framePath);
-    if (installed !== undefined) return installed === parts[0];
-    return frame.slice(0, -1).indexOf(parts[0]) >= 0;
+    if (installed !== undefined) return installed === pkg;
+    return components(framePath).slice(0, -1).indexOf(pkg) >= 0;
+  }
+
+  /**
+   * The innermost frame, in the record's package, prints the record's raise statement (one of
+   * SPECIFIC_LITERAL word characters at least): the raise moved to another file or function.
+   * errordb/explainer/match.py, _prints_the_raise.
+   */
+  function printsTheRaise(record, frame) {
+    var source = (frame.source || "").trim();
+    if (wordCharacters(source) < SPECIFIC_LITERAL || !frame.file) return false;
+    return record.raiseLine !== null && record.raiseLine !== undefined && record.raiseLine === source &&
+      inPackage(frame.file, packagePath(record.filePath)[0]);
   }
 
   /** A record's path from its top-level package on (its repository's source root left off). */
@@ -323,6 +353,9 @@
       var total = found.reduce(function (sum, e) { return sum + e.points; }, 0);
       if (best === null || total >= best.total) best = { total: total, evidence: found };
     });
+    if (best === null && innermost && printsTheRaise(record, innermost)) {
+      return [{ kind: "frame-source", points: FRAME_SOURCE, detail: innermost.file + " prints the statement that raises it: moved from " + record.filePath }];
+    }
     return best ? best.evidence : [];
   }
 
