@@ -9,11 +9,13 @@ Timings are never asserted: linear time is shown by counting the work the parser
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import re
 import subprocess
 import sys
+import tomllib
 import tracemalloc
 from pathlib import Path
 from unittest import mock
@@ -27,6 +29,7 @@ from reliability_support import INVISIBLE, TROJAN_LINE, invisible_in, run_cli
 import errordb
 from errordb.explainer import parse
 from errordb.explainer.parse import driver
+from errordb.explainer.parse.fastpath import BLOCK_LINES
 from errordb import text as safe_text
 from errordb.cli import _read_lines
 from errordb.explainer.result import ExplainOut
@@ -543,6 +546,8 @@ _SAMPLE_TEXTS = [p.read_text(encoding="utf-8") for p in sorted((REPO / "examples
 _SAMPLE_TEXTS += [p.read_text(encoding="utf-8") for p in sorted((REPO / "tests" / "data" / "logs").glob("*"))]
 if _REFERENCE.is_dir():
     _SAMPLE_TEXTS += [p.read_text(encoding="utf-8") for p in sorted(_REFERENCE.rglob("*.txt"))]
+# What people paste into issues: Markdown fences (diff ones too), quotes and code spans.
+_SAMPLE_TEXTS += [tomllib.loads(p.read_text(encoding="utf-8"))["paste"] for p in sorted((REPO / "bench" / "realworld" / "cases").glob("*.toml"))]
 _SAMPLE_LINES = sorted({line for text in _SAMPLE_TEXTS for line in text.split("\n")})
 _TRICKY = [
     "____ test_x ____", "_a b_", "a.py:3:", "a.py:3: in f", "a.py:\u0663: in f", "x.py:12: UserWarning: w",
@@ -653,26 +658,27 @@ _SCENARIOS = [
 
 
 def test_the_fast_path_changes_no_result_on_the_sample_corpus(figures):
-    """Bound: the same, deterministically, for every sample text (the examples, the test logs and
+    """Bound: the same, deterministically, for every sample text (the examples, the test logs,
     the CPython reference corpus: plain, chained, group, pytest, rich, faulthandler, RemoteTraceback
-    ... output) and for a scenario per rule of the skip test, between runs of noise long enough
-    to be skipped, plain and under a log prefix."""
-    before, after = noise(70).splitlines(True), noise(70, 70).splitlines(True)
+    ... output, and the real-world corpus's pastes) and for a scenario per rule of the skip test,
+    between runs of noise long enough to be skipped, plain and under a log prefix; the text
+    starting in a block's middle, or as the last line of a block (read alone)."""
+    after = noise(70, 200).splitlines(True)
     runs = exceptions = 0
+    cases = itertools.product(_SAMPLE_TEXTS + _SCENARIOS, ("", "[2026-08-28 05:10:05 TP3] "), (70, 2 * BLOCK_LINES - 1))
     with mock.patch.object(driver, "_RAISE_INTERNAL_ERRORS", True):
-        for text in _SAMPLE_TEXTS + _SCENARIOS:
-            for prefix in ("", "[2026-08-28 05:10:05 TP3] "):
-                lines = before + [prefix + line + "\n" for line in text.split("\n")] + after
-                fast = _summary(parse.iter_exceptions(lines))
-                with mock.patch.object(driver, "all_noise", lambda lines, text=None: False):
-                    full = _summary(parse.iter_exceptions(lines))
-                assert fast == full, (prefix, text[:200])
-                runs += 1
-                exceptions += len(full)
+        for text, prefix, before in cases:
+            lines = noise(before).splitlines(True) + [prefix + line + "\n" for line in text.split("\n")] + after
+            fast = _summary(parse.iter_exceptions(lines))
+            with mock.patch.object(driver, "all_noise", lambda lines, text=None: False):
+                full = _summary(parse.iter_exceptions(lines))
+            assert fast == full, (prefix, before, text[:200])
+            runs += 1
+            exceptions += len(full)
     figures.add(
         "Fast path is exact on the sample corpus",
-        f"{len(_SAMPLE_TEXTS)} sample texts (examples, test logs, CPython reference output) and {len(_SCENARIOS)} scenarios, "
-        "one per rule of the skip test, between 70 noise lines each side, plain and prefixed",
+        f"{len(_SAMPLE_TEXTS)} sample texts (examples, test logs, CPython reference output, real-world pastes) and {len(_SCENARIOS)} scenarios, "
+        "one per rule of the skip test, after 70 or 127 noise lines (in a block's middle, or a block's last line) and before 70, plain and prefixed",
         runs,
         f"same {exceptions:,} exceptions with the fast path as without it",
     )

@@ -158,7 +158,7 @@ class _Parser:
         if not no & 255:
             self._finish_idle_sources()
         self.sink.release()
-        self.quiet = not self.active and self.nonempty > _BARE_MAX_LINES and not self._waiting()
+        self.quiet = not self.active and self.nonempty > _BARE_MAX_LINES and not self._waiting() and self.markdown.neutral()
 
     def _cli_line(self, stripped: str, no: int, rank: str) -> None:
         """A command's "Error: message" counts only at the end of the input, or of the code block

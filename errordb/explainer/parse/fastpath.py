@@ -30,7 +30,6 @@ from errordb.explainer.parse.classify import (
     CONTEXT_LINE,
     EXCEPTION_MODULES,
     JSON_MESSAGE_KEYS,
-    SAYS_ERROR,
 )
 from errordb.explainer.parse.lines import MAX_LINE_CHARS
 
@@ -133,6 +132,13 @@ def all_noise(lines: list[str] | tuple[str, ...], text: str | None = None) -> bo
         or (b"\x04e" in data and any(trigger in data for trigger in _FAST_PLAIN))
         or ((b"s\x04" in data or b"c\x04" in data) and any(trigger in data for trigger in _FAST_MODULES))
         or ("in " in text and _LOC_IN_RE.search(data))
-        or ("`" in text and "(" in text and SAYS_ERROR.search(text) is not None)  # a repr set off as code (classify)
+        or _opens_markdown(text)
         or _LINE_END_RE.search("\n" + text[::-1])
     )
+
+
+def _opens_markdown(text: str) -> bool:
+    """Whether ``text`` holds what the Markdown reader reacts to (a fence, a code span, a quote),
+    which changes how the next lines read: the driver is quiet only while none of it is open
+    (``Markdown.neutral``)."""
+    return "`" in text or "~~~" in text or text[:1] == ">" or "\n>" in text

@@ -218,6 +218,11 @@ class Markdown:
             return ""
         return self._code(line)
 
+    def neutral(self) -> bool:
+        """Whether nothing is open (fence, quote, code span), so that a line without Markdown
+        leaves this reader as it is."""
+        return self.fence is None and not self.quoting and not self.span_open and not self.wrapped
+
     def _on_fence(self, marker: str, info: str) -> None:
         if self.fence is None:
             self.fence, self.diff = marker, info == "diff"
