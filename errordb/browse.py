@@ -55,6 +55,7 @@ class Filters:
     tags: tuple[str, ...] = ()
     families: tuple[str, ...] = ()
     classes: tuple[str, ...] = ()
+    distributions: tuple[str, ...] = ()  # learned drafts of these distributions or trees (errordb learn)
 
     def sql(self, alias: str = "r") -> tuple[str, dict[str, Any]]:
         """A WHERE condition over ``records AS alias`` (``1`` when nothing is filtered) and its
@@ -70,6 +71,9 @@ class Filters:
         for column, values in (("repo", self.repos), ("backgroundTag", self.families), ("errorClass", self.classes)):
             if values:
                 clauses.append(f"{alias}.{column} IN ({', '.join(mark(v) for v in values)})")
+        if self.distributions:  # named as pip names them: Jinja2, jinja2 and JINJA-2 alike (PEP 503)
+            names = ", ".join(mark(re.sub(r"[-_.]+", "-", name).lower()) for name in self.distributions)
+            clauses.append(f"replace(replace(lower({alias}.distribution), '_', '-'), '.', '-') IN ({names})")
         for tag in self.tags:
             clauses.append(f"{alias}.id IN (SELECT record_id FROM record_tags WHERE tag = {mark(tag)})")
         return (" AND ".join(clauses) or "1"), params
@@ -377,7 +381,7 @@ def list_records(db: Any, filters: Filters = Filters(), *, limit: int | None = N
 TABLE_COLUMNS = (
     ("SLUG", lambda r: r["slug"]),
     ("CLASS", lambda r: r["errorClass"]),
-    ("REPO", lambda r: r["repo"] or f"{r['distribution']} (installed)"),
+    ("REPO", lambda r: r["repo"] or f"{r['distribution']} (learned)"),
     ("RAISED AT", lambda r: f"{r['filePath']}:{r['lineNumber']}"),
 )
 #: Column widths are measured on this many rows, then the rest are streamed at those widths.
@@ -589,19 +593,23 @@ _COMPLETIONS = {
     "tag": "SELECT name FROM tags WHERE name LIKE :p ESCAPE '\\' ORDER BY name LIMIT 50",
     "family": "SELECT tag FROM families WHERE tag LIKE :p ESCAPE '\\' ORDER BY tag LIMIT 50",
     "class": "SELECT DISTINCT errorClass FROM records WHERE errorClass LIKE :p ESCAPE '\\' ORDER BY 1 LIMIT 50",
+    "distribution": "SELECT DISTINCT distribution FROM records WHERE distribution LIKE :p ESCAPE '\\' ORDER BY 1 LIMIT 50",
 }
 
 
 def completions(db_path: str | os.PathLike[str] | None, kind: str, prefix: str) -> list[str]:
-    """Values of ``kind`` (key, repo, tag, family, class) starting with ``prefix``, for shell completion.
+    """Values of ``kind`` (key, repo, tag, family, class, distribution) starting with ``prefix``, for shell completion.
 
     Never raises: a shell completing a word must not print a traceback. It does not build the
     embedded default database either (that can take seconds); without one it offers nothing.
     """
     from errordb.store import STORE_VERSION, cache_dir
+    from errordb.store.default import layer_db_path
 
     try:
         path = db_path or os.environ.get("ERRORDB_DB")
+        if not path and layer_db_path().exists():
+            path = layer_db_path()  # what search and list read once errordb learn made it
         if not path:
             built = sorted(cache_dir().glob("default-*.db"))
             if not built:

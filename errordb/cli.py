@@ -160,14 +160,13 @@ def explain(words: tuple[str, ...], log_file: Path | None, output_format: str, c
     """
     from errordb.explainer.explanation import explain as explain_source
     from errordb.explainer.render import site_url
-    from errordb.store import meta, open_connection
+    from errordb.store import open_connection
 
     text = " ".join(words) if words else None
     site = site_url(site)  # a bad --site-url is said before anything is read
     if (text is None) == (log_file is None):
         raise click.UsageError("give TEXT, `-` for standard input, or --file LOG (one of them)")
     db = open_connection(db_path, learned=True)
-    site = site or meta(db).get("siteUrl")  # else the dataset's own setting (its dataset.toml)
     if log_file is not None:
         source = _read_lines(log_file)
     elif text == "-":
@@ -177,6 +176,7 @@ def explain(words: tuple[str, ...], log_file: Path | None, output_format: str, c
     else:
         source = text
     result = explain_source(source, db)
+    site = site or result.site_url
     if output_format == "json":
         click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
     elif output_format == "markdown":
@@ -397,7 +397,7 @@ def _complete(kind: str):
 
 
 def filter_options(function):
-    """--repo, --tag, --family and --class, shared by search and list."""
+    """--repo, --tag, --family, --class and --distribution, shared by search and list."""
     options = [
         click.option("--repo", "repos", multiple=True, metavar="OWNER/NAME", shell_complete=_complete("repo"),
                      help="Only records of this repository (repeat: any of them)."),
@@ -407,16 +407,19 @@ def filter_options(function):
                      help="Only records of this failure family, the backgroundTag (repeat: any of them)."),
         click.option("--class", "classes", multiple=True, metavar="NAME", shell_complete=_complete("class"),
                      help="Only records raising this exception class, e.g. ValueError (repeat: any of them)."),
+        click.option("--distribution", "distributions", multiple=True, metavar="NAME", shell_complete=_complete("distribution"),
+                     help="Only drafts learned from this installed distribution or source tree, e.g. requests (repeat: any of them)."),
     ]  # fmt: skip
     for option in reversed(options):
         function = option(function)
     return function
 
 
-def _filters(repos: tuple[str, ...], tags: tuple[str, ...], families: tuple[str, ...], classes: tuple[str, ...]):
+def _filters(repos: tuple[str, ...], tags: tuple[str, ...], families: tuple[str, ...], classes: tuple[str, ...],
+             distributions: tuple[str, ...]):  # fmt: skip
     from errordb.browse import Filters
 
-    return Filters(repos=repos, tags=tags, families=families, classes=classes)
+    return Filters(repos=repos, tags=tags, families=families, classes=classes, distributions=distributions)
 
 
 def _dataset_site_url(db_path: Path | None) -> str | None:
@@ -480,7 +483,7 @@ def show(key: str, output_format: str, color: bool | None, site: str | None, db_
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @color_option
 @db_option
-def search(words: tuple[str, ...], repos, tags, families, classes, limit: int, raw: bool, output_format: str,
+def search(words: tuple[str, ...], repos, tags, families, classes, distributions, limit: int, raw: bool, output_format: str,
            color: bool | None, db_path: Path | None) -> None:  # fmt: skip
     """Full-text search of classes, messages, documentation, triggers, situations and solutions.
 
@@ -504,7 +507,7 @@ def search(words: tuple[str, ...], repos, tags, families, classes, limit: int, r
     query = " ".join(words)
     db = open_connection(db_path, learned=True)
     try:
-        result = search_records(db, query, _filters(repos, tags, families, classes), limit=limit, raw=raw)
+        result = search_records(db, query, _filters(repos, tags, families, classes, distributions), limit=limit, raw=raw)
     finally:
         db.close()
     if output_format == "json":
@@ -522,7 +525,8 @@ def search(words: tuple[str, ...], repos, tags, families, classes, limit: int, r
               help="table: slug, class, repository and place; json and csv add id, severity, family, tags and message.")
 @color_option
 @db_option
-def list_command(repos, tags, families, classes, limit: int | None, output_format: str, color: bool | None, db_path: Path | None) -> None:
+def list_command(repos, tags, families, classes, distributions, limit: int | None, output_format: str, color: bool | None,
+                 db_path: Path | None) -> None:  # fmt: skip
     """List records, ordered by repository and slug, with the same filters as search.
 
     The listing is streamed: rows are written as SQLite reads them, so a million records
@@ -535,13 +539,14 @@ def list_command(repos, tags, families, classes, limit: int | None, output_forma
       errordb list --repo sgl-project/sglang
       errordb list --tag dspark --format csv > dspark.csv
       errordb list --family missing-required-argument --format json | jq '.[].slug'
+      errordb list --distribution requests
     """
     from errordb import browse
     from errordb.store import open_connection
 
     db = open_connection(db_path, learned=True)
     try:
-        rows = browse.list_records(db, _filters(repos, tags, families, classes), limit=limit)
+        rows = browse.list_records(db, _filters(repos, tags, families, classes, distributions), limit=limit)
         out = sys.stdout
         if output_format == "json":
             count = browse.write_json(rows, out)

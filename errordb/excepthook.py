@@ -20,7 +20,7 @@ def install(db: Any = None, stream: Any = None) -> None:
 
             result = explain(value, db)
             out = stream or sys.stderr
-            text = render_terminal(result, reproductions=best_reproductions(result), color=out.isatty(), site=site_url())
+            text = render_terminal(result, reproductions=best_reproductions(result), color=out.isatty(), site=site_url(dataset=result.site_url))
             out.write(text + "\n")
         except Exception as exc:  # the user's own error matters more than ours
             (stream or sys.stderr).write(f"errordb: could not explain this error ({exc})\n")

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from errordb.cli import cli
 from errordb.explainer.explanation import explain
 from errordb.explainer.match import Match, without_shadowed_drafts
+from errordb.explainer.render import render_markdown, render_terminal
 from errordb.explainer.result import explain_json_schema
 from errordb.harvest.drafts import raised_when
 from errordb.harvest.installed import default_python, learn, repository
@@ -125,6 +126,24 @@ def test_a_draft_answer_says_where_it_comes_from_and_when_it_is_raised(learned, 
     assert "When it is raised" in result.output and "Raised when `nargs == 0`" in result.output
 
 
+def test_list_and_search_keep_the_drafts_of_a_distribution(learned, monkeypatch):
+    cache, _ = learned
+    monkeypatch.setenv("ERRORDB_CACHE", str(cache))
+    runner = CliRunner()
+    listed = runner.invoke(cli, ["list", "--distribution", "JINJA2", "--format", "json"])  # as pip names it, or not
+    assert listed.exit_code == 0, listed.output
+    rows = json.loads(listed.stdout)
+    assert rows and {row["distribution"] for row in rows} == {importlib.metadata.distribution("jinja2").metadata["Name"]}
+    both = json.loads(runner.invoke(cli, ["list", "--distribution", "jinja2", "--distribution", "requests", "--format", "json"]).stdout)
+    assert len(both) > len(rows) and {row["distribution"].lower() for row in both} == {"jinja2", "requests"}
+    found = runner.invoke(cli, ["search", "template", "--distribution", "jinja2", "--format", "json"])
+    assert found.exit_code == 0 and all(hit["id"] in {row["id"] for row in rows} for hit in json.loads(found.stdout)["hits"])
+    assert runner.invoke(cli, ["list", "--distribution", "not-installed-here"]).exit_code == 1
+    from errordb.browse import completions
+
+    assert "requests" in completions(None, "distribution", "req")
+
+
 def test_nothing_matched_says_what_was_searched(learned, monkeypatch, tmp_path):
     cache, report = learned
     text = "Traceback (most recent call last):\n  File \"app.py\", line 3, in <module>\n    go()\nZzError: zz qq xx\n"
@@ -179,6 +198,24 @@ def test_an_unparsable_file_is_counted_not_fatal(tmp_path, monkeypatch):
                      "    raise ValueError('no path given to load')\nValueError: no path given to load\n")
     record = result.records[result.findings[0].best[0].id]
     assert (record["filePath"], record["lineNumber"], record["triggerScenarios"]) == ("myproject/good.py", 3, "Raised when `path is None`.")
+
+
+def test_source_trees_of_one_name_are_learned_apart_and_said_to_be_trees(tmp_path, monkeypatch):
+    monkeypatch.setenv("ERRORDB_CACHE", str(tmp_path / "cache"))
+    trees = [tmp_path / checkout / "src" for checkout in ("one", "two")]
+    for tree in trees:
+        tree.mkdir(parents=True)
+        (tree / "app.py").write_text("def load(path):\n    if path is None:\n        raise ValueError('no path given to load')\n")
+    report = learn(paths=tuple(trees))
+    assert report.records == 2  # the same raise in two checkouts: two drafts, not one refused as a duplicate
+    text = ('Traceback (most recent call last):\n  File "/home/u/one/src/app.py", line 3, in load\n'
+            "    raise ValueError('no path given to load')\nValueError: no path given to load\n")  # fmt: skip
+    result = explain(text)
+    records = [result.records.get(m.id) or m.record for m in result.findings[0].matches]
+    assert len(records) == 2 and {(r["distribution"], r["distributionVersion"]) for r in records} == {("src", "tree")}
+    rendered = render_terminal(result, color=False)
+    assert "draft learned from your source tree src" in rendered and "installed src" not in rendered
+    assert "your source tree `src` (a learned draft)" in render_markdown(result)
 
 
 def test_conditions_are_read_from_the_branches_around_the_raise(tmp_path):

@@ -5,7 +5,10 @@ blocks are real ones."""
 from __future__ import annotations
 
 import html
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -14,6 +17,8 @@ from markdown_it import MarkdownIt
 
 from errordb.cli import cli
 from errordb.explainer.render import md_escape
+
+PP_ERROR = "NotImplementedError: DSPARK aux hidden capture requires PP=1."
 
 RENDER = MarkdownIt("commonmark").enable("table").enable("strikethrough")
 
@@ -81,6 +86,13 @@ def test_the_datasets_own_site_url_is_used_when_none_is_given(tmp_path):
     assert f'<a href="https://docs.example/errors-db/api/errors/{KIMI_VALUE_ERROR}.json">JSON</a>' in shown
     given = RENDER.render(_markdown("show", KIMI_VALUE_ERROR, "--db", str(db), "--site-url", "https://other.example/", env=env))
     assert 'href="https://other.example/api/errors/' in given  # what the user says wins
+    explained = RENDER.render(_markdown("explain", PP_ERROR, "--db", str(db), env=env))
+    assert f'<a href="https://docs.example/errors-db/api/errors/{KIMI_PP_ERROR}.json">JSON</a>' in explained
+    # errordb.install()'s hook links to it as well.
+    program = f"import errordb\nerrordb.install(db={str(db)!r})\nraise NotImplementedError({PP_ERROR.split(': ', 1)[1]!r})\n"
+    hooked = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
+                            env={k: v for k, v in os.environ.items() if k != "ERRORDB_SITE_URL"} | {"NO_COLOR": "1"})  # fmt: skip
+    assert f"https://docs.example/errors-db/api/errors/{KIMI_PP_ERROR}.json" in hooked.stderr
     assert runner.invoke(cli, ["build", "--db", str(db), "--out", str(tmp_path / "site"), "-q"], env=env).exit_code == 0
     assert "<loc>https://docs.example/errors-db/errors/" in (tmp_path / "site" / "sitemap.xml").read_text(encoding="utf-8")
     # A bad setting is refused, naming the file and the key; a removed one is forgotten.

@@ -71,6 +71,8 @@ class Explanation:
     omitted: int = 0
     #: The stored record of every best match (:attr:`Finding.best`), by id: what the renderers show in full.
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The dataset's own site URL (its ``dataset.toml``): its records' links when none is given.
+    site_url: str | None = None
 
     @property
     def matches(self) -> list[tuple[Match, Finding]]:
@@ -231,7 +233,7 @@ def explain_exceptions(exceptions: Iterable[Any], db: Any, limit: int | None = N
     stats = meta(db)
     count = stats.get("recordCount")
     explanation = Explanation(findings, stats.get("datasetVersion"), omitted=omitted, records=_best_records(db, findings),
-                              record_count=int(count) if count and str(count).isdigit() else None)
+                              record_count=int(count) if count and str(count).isdigit() else None, site_url=stats.get("siteUrl"))
     if kept and not any(f.matches for f in findings):
         explanation.similar = similar_records(db, " ".join(exc.message for exc in kept))
         explanation.learned = (int(stats.get("learnedDrafts") or 0), int(stats.get("learnedDistributions") or 0))

@@ -40,7 +40,7 @@ def readable_file(frame: Any) -> Path | None:
 def local_matches(exception: Any) -> list[Match]:
     """Drafts of the file the exception was raised in that match it, ranked; [] when the file
     cannot be read here. Each match's record is a whole draft (with ``readFrom``, its file)."""
-    from errordb.harvest.drafts import default_analyzed_at, draft_record
+    from errordb.harvest.drafts import default_analyzed_at, draft_record, raised_when
     from errordb.harvest.scan import scan_files
 
     frames = list(exception.frames)
@@ -51,9 +51,9 @@ def local_matches(exception: Any) -> list[Match]:
     matches = []
     for scanned in files:
         for site in scanned.sites:
-            record = draft_record(site, scanned.lines, repo=None, sha=None, analyzed_at=default_analyzed_at(), installed=("local", "0"))
-            record.update(filePath=str(path), distribution=None, distributionVersion=None, readFrom=str(path),
-                          function=record["functionName"] or site.qualname or None, family=None)
+            record = draft_record(site, scanned.lines, repo=None, sha=None, analyzed_at=default_analyzed_at())
+            record.update(filePath=str(path), readFrom=str(path), function=record["functionName"] or site.qualname or None,
+                          family=None, triggerScenarios=raised_when(site.conditions))
             found = score_candidate(record, exception.exc_type, exception.message, frames)
             if found:
                 matches.append(found)

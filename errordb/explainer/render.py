@@ -15,6 +15,7 @@ import textwrap
 from collections.abc import Mapping
 from typing import Any
 
+from errordb.records.conventions import SOURCE_TREE
 from errordb.records.snippet import snippet_language, snippet_lines
 from errordb.text import clean
 
@@ -145,6 +146,8 @@ def record_sections(record: dict[str, Any], style: Style, width: int, transcript
     learned = record.get("distribution")
     if record.get("readFrom"):
         origin = f"draft read just now from {clean(record['readFrom'])}"
+    elif learned and record["distributionVersion"] == SOURCE_TREE:
+        origin = f"draft learned from your source tree {clean(learned)}"
     elif learned:
         origin = f"draft learned from your installed {clean(learned)} {clean(record['distributionVersion'])}"
     else:
@@ -368,6 +371,8 @@ def record_markdown_sections(record: dict[str, Any], match: Any = None, site: st
     score = f" (score {match.score:g})" if match is not None else ""
     if record.get("readFrom"):
         origin = f"{md_code_span(record['readFrom'])} (a draft read just now)"
+    elif record.get("distribution") and record["distributionVersion"] == SOURCE_TREE:
+        origin = f"your source tree {md_code_span(record['distribution'])} (a learned draft)"
     elif record.get("distribution"):
         origin = f"your installed {md_code_span(record['distribution'] + ' ' + record['distributionVersion'])} (a learned draft)"
     else:

@@ -124,7 +124,8 @@ def source_window(lines: list[str], line: int) -> tuple[str, int, int]:
 
 
 def draft_record(
-    site: Site, lines: list[str], *, repo: str | None, sha: str | None, analyzed_at: str, installed: tuple[str, str] | None = None
+    site: Site, lines: list[str], *, repo: str | None, sha: str | None, analyzed_at: str, installed: tuple[str, str] | None = None,
+    id_key: str | None = None,
 ) -> dict[str, Any]:
     """A draft record (as a dict in schema order) for one raise site.
 
@@ -132,11 +133,12 @@ def draft_record(
     unique across repositories without looking at any other record, so it stays the same when
     another project is harvested beside it. A draft learned from an installed distribution
     (``installed``: its name and version) names it, is identified by it rather than by the
-    repository, has no commit or GitHub link, and says in ``triggerScenarios`` what holds
-    where it is raised (:func:`raised_when`).
+    repository (or by ``id_key``), has no commit or GitHub link, and says in
+    ``triggerScenarios`` what holds where it is raised (:func:`raised_when`).
     """
     source, start, end = source_window(lines, site.line)
-    rid = record_id(f"installed:{installed[0].lower()}" if installed else repo, site)
+    # A file read on the fly (repository and distribution unknown) is identified by its site alone.
+    rid = record_id(id_key or (f"installed:{installed[0].lower()}" if installed else repo or ""), site)
     return {
         "id": rid,
         "repo": repo,

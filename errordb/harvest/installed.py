@@ -31,6 +31,7 @@ from pathlib import Path
 from errordb.errors import ErrordbError
 from errordb.harvest.drafts import check_draft, default_analyzed_at, draft_record
 from errordb.harvest.scan import python_files, scan_files
+from errordb.records.conventions import SOURCE_TREE
 
 #: The script the learned interpreter runs to say what it has installed.
 ENVIRONMENT_SCRIPT = Path(__file__).with_name("environment.py")
@@ -51,9 +52,9 @@ class LearnError(ErrordbError):
 class Source:
     """One thing to learn: the standard library, a distribution, or a source tree."""
 
-    key: str  # its file in the layer: stdlib, dist-<name>, path-<digest>
+    key: str  # its file in the layer: stdlib, dist-<name>, path-<digest of its folder>
     name: str  # the distribution's name; "python" for the standard library; the folder for a tree
-    version: str  # of the distribution, of Python, or a digest of a tree's files
+    version: str  # of the distribution, of Python, or a digest of a tree's files (its drafts say SOURCE_TREE)
     repo: str | None  # the GitHub repository its project URLs name
     files: tuple[tuple[str, str], ...]  # (file on disk, its path in the records)
     location: str
@@ -289,8 +290,11 @@ def learn_source(source: Source) -> tuple[str, dict]:
     lines: dict[str, str] = {}
     for scanned in files:
         for site in scanned.sites:
-            record = draft_record(site, scanned.lines, repo=source.repo, sha=None, analyzed_at=analyzed_at,
-                                  installed=(source.name, source.version))
+            if source.kind == "path":  # two trees may share a folder name: its path tells them apart
+                installed, id_key = (source.name, SOURCE_TREE), source.key
+            else:
+                installed, id_key = (source.name, source.version), None
+            record = draft_record(site, scanned.lines, repo=source.repo, sha=None, analyzed_at=analyzed_at, installed=installed, id_key=id_key)
             envelope, problem = check_draft(record, dataset_version)
             if envelope is not None and not problem:
                 lines.setdefault(record["id"], canonical_json(envelope))

@@ -1,4 +1,4 @@
-"""Naming conventions the dataset follows: slugs and pinned GitHub URLs.
+"""Naming conventions the dataset follows: slugs, pinned GitHub URLs, a source tree's version.
 
 Slugs follow the seed records: the message lower-cased, every run of other characters turned
 into one hyphen, cut at a word boundary to at most :data:`SLUG_BASE_MAX` characters (the class,
@@ -16,6 +16,10 @@ from collections.abc import Iterable
 
 SLUG_BASE_MAX = 50
 SLUG_SUFFIX_LEN = 6
+
+#: The ``distributionVersion`` of a draft learned from a source tree (``errordb learn --path``),
+#: which has no version: its ``distribution`` is the tree's folder name.
+SOURCE_TREE = "tree"
 
 
 def slug_base(message: str) -> str:
