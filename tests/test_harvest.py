@@ -448,6 +448,26 @@ def test_prune_drops_vanished_drafts_in_scope_only(tmp_path):
     assert check([out]) == []
 
 
+def test_prune_refuses_a_draft_that_shares_a_json_lines_file(tmp_path):
+    root = write_tree(tmp_path / "repo", {"pkg/a.py": 'def f():\n    raise ValueError("raise in a")\n',
+                                          "pkg/b.py": 'def g():\n    raise ValueError("raise in b")\n'})  # fmt: skip
+    out = tmp_path / "records"
+    harvest(root, repo=REPO, sha=SHA1, out=out)
+    harvest(root, repo="acme/other", sha=SHA1, out=out)
+    # Someone gathered both repositories' records of b.py into one file.
+    gathered = [path for path in sorted(out.rglob("*.json")) if "raise in b" in path.read_text()]
+    lines = out / "gathered.jsonl"
+    lines.write_text("".join(json.dumps(json.loads(path.read_text())) + "\n" for path in gathered))
+    for path in gathered:
+        path.unlink()
+    before = {path: path.read_bytes() for path in out.rglob("*") if path.is_file()}
+    (root / "pkg" / "b.py").write_text("def g():\n    return 1\n")
+    with pytest.raises(HarvestError, match=r"gathered\.jsonl:\d: record \w+: --prune would remove it, but it shares a JSON Lines file"):
+        harvest(root, repo=REPO, sha=SHA2, out=out, prune=True)
+    # Nothing changed: acme/other's record of b.py is still there.
+    assert {path: path.read_bytes() for path in out.rglob("*") if path.is_file()} == before
+
+
 def test_reviewed_records_keep_their_analysis_and_are_not_pruned(tmp_path):
     root = write_tree(tmp_path / "pkg", {"m.py": 'def f(x):\n    raise ValueError(f"reviewed {x}")\n'})
     out = tmp_path / "records"

@@ -561,3 +561,22 @@ def test_malformed_definition_is_rejected(tmp_path):
     (tmp_path / "bad.toml").write_text("not = [toml")
     with pytest.raises(R.DefinitionError):
         R.load_reproductions(tmp_path)
+
+
+@pytest.mark.parametrize("pp, expected", [("", (1, 0)), ("pp = { world_size = 4 }", (4, 3)), ("pp = { world_size = 4, rank = 1 }", (4, 1)),
+                                          ("pp = { world_size = 2, rank = 2 }", None), ("pp = { world_size = 0 }", None),
+                                          ('pp = { world_size = "2" }', None), ("pp = { world_size = 2, ranks = 1 }", None),
+                                          ("pp = 2", None)])  # fmt: skip
+def test_a_scenarios_pipeline_setup_is_read_whole(tmp_path, pp, expected):
+    """The run, its transcript and its page all read the rank the file gives, else the last one."""
+    text = (REPO / "records" / "repros" / "dspark_capture_guard.toml").read_text(encoding="utf-8")
+    assert text.count("pp = { world_size = 1, rank = 0 }\n") >= 1
+    text = text.replace('id = "dspark_capture_guard"', 'id = "pp_setup"', 1)  # not the reviewed definition
+    (tmp_path / "d.toml").write_text(text.replace("pp = { world_size = 1, rank = 0 }\n", pp + "\n", 1), encoding="utf-8")
+    if expected is None:
+        with pytest.raises(R.DefinitionError, match="pp must be"):
+            R.load_reproductions(tmp_path)
+    else:
+        (reproduction,) = R.load_reproductions(tmp_path)
+        changed = next(s for s in reproduction.scenarios if s.id == "none-pp1-last")
+        assert changed.pp == dict(zip(("world_size", "rank"), expected))

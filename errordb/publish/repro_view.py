@@ -87,7 +87,7 @@ def reproduction_view(record: dict[str, Any]) -> dict[str, Any] | None:
 
 def _scenario(scenario: dict[str, Any]) -> dict[str, Any]:
     pp = scenario.get("setup", {}).get("pp", {})
-    world, rank = pp.get("world_size", 1), pp.get("rank", 0)
+    world, rank = pp["world_size"], pp["rank"]
     return {
         "id": scenario.get("id", ""),
         "title": scenario.get("title", ""),

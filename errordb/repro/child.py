@@ -126,8 +126,7 @@ def _literal_attrs(mapping, what):
 
 
 def _make_pp_group(pp):
-    world_size = int(pp.get("world_size", 1))
-    rank = int(pp.get("rank", world_size - 1))
+    world_size, rank = int(pp["world_size"]), int(pp["rank"])
     # The attribute names of sglang's GroupCoordinator that the guards read.
     return types.SimpleNamespace(
         world_size=world_size,

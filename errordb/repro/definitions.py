@@ -247,6 +247,16 @@ def _parse_subject(raw: Mapping[str, Any], where: str) -> Subject:
     )
 
 
+def _pipeline(table: Any, where: str) -> dict[str, int]:
+    """A scenario's pipeline-parallel setup with both values given, so that the run, its
+    transcript and its page say the same: ``rank`` is the last rank unless the file says."""
+    world = table.get("world_size", 1) if isinstance(table, Mapping) else None
+    rank = table.get("rank", world - 1 if type(world) is int else None) if isinstance(table, Mapping) else None
+    if type(world) is not int or type(rank) is not int or not 0 <= rank < world or set(table) - {"world_size", "rank"}:
+        raise DefinitionError(f"{where}: pp must be {{ world_size = N, rank = R }} with 0 <= R < N")
+    return {"world_size": world, "rank": rank}
+
+
 def _parse_scenario(raw: Mapping[str, Any], subject_ids: list[str], base_config: dict[str, Any],
                     where: str) -> Scenario:
     sid = _require(raw, "id", str, where)
@@ -275,7 +285,7 @@ def _parse_scenario(raw: Mapping[str, Any], subject_ids: list[str], base_config:
         id=sid,
         title=_require(raw, "title", str, where),
         description=raw.get("description", ""),
-        pp=dict(raw.get("pp", {"world_size": 1, "rank": 0})),
+        pp=_pipeline(raw.get("pp", {}), f"{where}: scenario {sid}"),
         config={**base_config, **raw.get("config", {})},
         per_subject=per_subject,
     )

@@ -188,7 +188,7 @@ def _guard_lines(data: Mapping[str, Any], paint) -> list[str]:
 
 def _scenario_lines(scenario: Mapping[str, Any], number: str, paint) -> list[str]:
     pp = scenario["setup"]["pp"]
-    world, rank = pp.get("world_size", 1), pp.get("rank", 0)
+    world, rank = pp["world_size"], pp["rank"]
     last = "last rank" if rank == world - 1 else "not the last rank"
     out = ["", paint(f"{number} {scenario['title']}", _BOLD),
            f"  setup: PP world_size={world}, rank={rank} ({last}); config {scenario['setup']['config']}"]
