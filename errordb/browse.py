@@ -81,9 +81,6 @@ class Filters:
 
 # show ------------------------------------------------------------------------------------------
 
-SHOW_FORMATS = ("text", "json", "markdown")
-
-
 def show(db: Any, key: str, output_format: str = "text", *, color: bool = False, width: int | None = None,
          site: str | None = None) -> str:
     """One record, rendered as explain renders its best match.

@@ -46,8 +46,7 @@ def test_record_files_are_the_bundled_files_byte_for_byte(api):
 
 
 def test_record_files_made_from_rows_are_the_canonical_json_of_their_envelopes(tmp_path):
-    # iter_record_files serialises the store's row as a plain dict in the schema's order; it
-    # must give canonical_json's bytes (what contentHash is the hash of) for any text.
+    # iter_record_files must give canonical_json's bytes (what contentHash is the hash of) for any text.
     import hashlib
 
     from helpers import KIMI_PP_ERROR, copy_records, envelope, write_envelope
@@ -223,14 +222,6 @@ def test_names_are_kept_inside_the_folder(tmp_path):
     tree.write_text("tags/x.json", "{}")
     with pytest.raises(ExportError, match="two API files map to this name"):
         tree.write_text("tags/x.json", "{}")
-
-
-def test_json_object_is_the_json_of_the_same_dict():
-    items = [{"b": 1, "a": "é"}, {"x": None}]
-    raw = "[" + ",".join(export_output.dump_json(item) for item in items) + "]"
-    fields = {"zeta": [1, 2], "alpha": "“quoted”", "count": 2}
-    built = export_output.json_object(fields, {"items": raw})
-    assert built == export_output.dump_json({**fields, "items": items})
 
 
 def test_a_pager_refuses_items_out_of_order(tmp_path):

@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from errordb.publish.api_layout import ExportError, Urls, page_path
 
-__all__ = ["ExportError", "MemoryTree", "OutputTree", "Pager", "dump_json", "dump_pretty", "json_object"]
+__all__ = ["ExportError", "MemoryTree", "OutputTree", "Pager", "dump_json", "dump_pretty"]
 
 
 def dump_json(value: Any) -> str:
@@ -30,19 +30,6 @@ def dump_json(value: Any) -> str:
 def dump_pretty(value: Any) -> str:
     """Indented JSON with sorted keys and a final newline, for the small documents people read."""
     return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
-
-
-def json_object(fields: dict[str, Any], raw: dict[str, str]) -> str:
-    """A compact JSON object with sorted keys, where the values in ``raw`` are JSON text already.
-
-    Paged listings serialise each item once, when it arrives; this puts those texts into the
-    page without parsing or serialising them again.
-    """
-    parts = []
-    for key in sorted({*fields, *raw}):
-        value = raw[key] if key in raw else dump_json(fields[key])
-        parts.append(f"{dump_json(key)}:{value}")
-    return "{" + ",".join(parts) + "}"
 
 
 class OutputTree:
@@ -191,11 +178,11 @@ class Pager:
         self.tree, self.urls, self.listing = tree, urls, listing
         self.page_size, self.page_bytes, self.inline_first = page_size, page_bytes, inline_first
         self.count = 0
-        self._items: list[str] = []  # the current page, as JSON texts
-        self._size = 0
+        self._items: list[dict[str, Any]] = []  # the current page
+        self._size = 0  # bytes of its items' JSON
         self._first: str | None = None  # sort keys of the current page's first item ...
         self._last: str | None = None  # ... and of the last item added
-        self._inline: list[str] = []
+        self._inline: list[dict[str, Any]] = []
         self._pages: list[dict[str, Any]] = []
         self._numbers = 0
 
@@ -203,13 +190,12 @@ class Pager:
         """Append ``item``, whose sort key is ``key``; keys must arrive in ascending order."""
         if self._last is not None and key < self._last:
             raise ExportError(f"{self.listing}: items out of order ({key!r} after {self._last!r})")
-        text = dump_json(item)
-        size = len(text.encode("utf-8")) + 1  # and its comma
+        size = len(dump_json(item).encode("utf-8")) + 1  # and its comma
         if self._items and (len(self._items) >= self.page_size or self._size + size > self.page_bytes):
             self._flush()
         if not self._items:
             self._first = key
-        self._items.append(text)
+        self._items.append(item)
         self._size += size
         self._last = key
         self.count += 1
@@ -220,7 +206,7 @@ class Pager:
             self._inline = self._items
         else:
             path = page_path(self.listing, self._numbers)
-            self.tree.write_text(path, json_object({"page": self._numbers}, {"items": "[" + ",".join(self._items) + "]"}))
+            self.tree.write_text(path, dump_json({"items": self._items, "page": self._numbers}))
             self._pages.append(
                 {"url": self.urls.api(path), "count": len(self._items), "first": self._first, "last": self._last}
             )
@@ -231,5 +217,6 @@ class Pager:
         if self._items:
             self._flush()
         header = {**(fields or {}), "count": self.count, "pageSize": self.page_size, "pages": self._pages}
-        raw = {"items": "[" + ",".join(self._inline) + "]"} if self.inline_first else {}
-        self.tree.write_text(self.listing, json_object(header, raw))
+        if self.inline_first:
+            header["items"] = self._inline
+        self.tree.write_text(self.listing, dump_json(header))

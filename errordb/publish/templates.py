@@ -38,35 +38,12 @@ def _plural(count: int, singular: str, plural: str | None = None) -> str:
     return f"{count:,} {singular if count == 1 else (plural or singular + 's')}"
 
 
-#: What ``getattr`` finds on any dict: the names a template's ``d.name`` reads from the type.
-_DICT_ATTRIBUTES = frozenset(dir(dict))
-
-
-class _Environment(jinja2.Environment):
-    """jinja2's environment, reading ``d.name`` of a plain dict with one lookup.
-
-    jinja2 tries ``getattr(d, "name")`` first and the key after it: for a dict (every page's
-    context is made of them, and a page reads ~120 fields) that first try raises and catches an
-    AttributeError each time, several percent of a page. A dict instance has no attributes of
-    its own, only its type's, so taking the key when the name is not one of the type's finds
-    exactly what jinja2 would.
-    """
-
-    def getattr(self, obj: object, attribute: str) -> object:
-        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
-            try:
-                return obj[attribute]  # type: ignore[index]
-            except KeyError:
-                pass
-        return super().getattr(obj, attribute)
-
-
 @functools.lru_cache(maxsize=8)
 def environment(templates: Path) -> jinja2.Environment:
     """The environment for the templates in ``templates`` (one per folder and process). jinja2
     reads a template again when its file has changed since (``errordb serve`` renders with the
     templates as they are now)."""
-    env = _Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates)),
         autoescape=jinja2.select_autoescape(enabled_extensions=("html", "xml"), default_for_string=True, default=True),
         undefined=jinja2.StrictUndefined,

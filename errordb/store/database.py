@@ -52,16 +52,12 @@ SCALAR_FIELDS = (
 STORE_VERSION = "7"
 
 
+#: The ``records`` table's columns and types: the record's scalar fields, then the derived ones.
+_INTEGER_FIELDS = ("httpStatus", "lineNumber", "sourceCodeStart", "sourceCodeEnd", "schemaVersion")
 RECORD_COLUMNS: dict[str, type] = {
-    "id": str, "repo": str, "distribution": str, "distributionVersion": str, "slug": str, "errorCode": str, "errorMessage": str,
-    "messagePattern": str, "errorType": str, "errorClass": str, "httpStatus": int,
-    "severity": str, "filePath": str, "lineNumber": int, "functionName": str, "sourceCode": str,
-    "sourceCodeStart": int, "sourceCodeEnd": int, "githubUrl": str, "documentation": str,
-    "triggerScenarios": str, "commonSituations": str, "exampleFix": str,
-    "handlingStrategy": str, "validationCode": str, "typeGuard": str, "tryCatchPattern": str,
-    "backgroundTag": str, "analyzedSha": str, "analyzedAt": str, "schemaVersion": int,
-    "datasetVersion": str, "contentHash": str, "function": str, "matchKey": str, "textHash": str,
-}  # fmt: skip
+    **{name: int if name in _INTEGER_FIELDS else str for name in SCALAR_FIELDS},
+    **dict.fromkeys(("datasetVersion", "contentHash", "function", "matchKey", "textHash"), str),
+}
 
 
 #: What full-text search reads of a record (the class last: ``errordb search ValueError`` finds
@@ -69,7 +65,7 @@ RECORD_COLUMNS: dict[str, type] = {
 FTS_RECORD_COLUMNS = ["errorMessage", "documentation", "triggerScenarios", "commonSituations", "errorClass"]
 
 
-#: The full-text tokenizer (Porter stemming over unicode61); errordb.publish.changes stems with it too.
+#: The full-text tokenizer (Porter stemming over unicode61).
 FTS_TOKENIZER = "porter"
 
 

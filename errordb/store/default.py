@@ -85,8 +85,8 @@ def _digest_path(default: Path) -> Path:
 
 
 def _file_sha256(path: Path) -> str:
-    # Not errordb.atomic.file_sha256: importing that module (ctypes, shutil, tempfile) adds
-    # ~16 ms to every cold explain, which checks the embedded default first.
+    # Here, not in errordb.atomic: importing that module (ctypes, shutil, tempfile) adds ~16 ms
+    # to every cold explain, which checks the embedded default first.
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 

@@ -120,26 +120,11 @@ def iter_record_files(
     db: sqlite_utils.Database, where: str | None = None, params: list[Any] | None = None, batch: int = 1000
 ) -> Iterator[tuple[str, bytes]]:
     """(id, record file) of every record (or those matching ``where``), in id order: the bytes of
-    :func:`errordb.records.schema.canonical_json` of its envelope, made from the row without a model."""
-    from pydantic_core import PydanticSerializationError, to_json
+    :func:`errordb.records.schema.canonical_json` of its envelope."""
+    from errordb.records.schema import canonical_json
 
-    from errordb.records.schema import FIELD_NAMES, OPTIONAL_FIELDS, canonical_json
-
-    for record in iter_record_dicts(db, where, params, batch):
-        # The fields in the schema's order, which is the file's; the serialiser is the one
-        # canonical_json's models use (tests/test_export.py compares the two).
-        fields = {name: record[name] for name in FIELD_NAMES}
-        for name in OPTIONAL_FIELDS:
-            if fields[name] is None:
-                del fields[name]  # as Record's serialiser leaves it out
-        envelope = {"record": fields, "datasetVersion": record["datasetVersion"]}
-        try:
-            yield record["id"], to_json(envelope)
-        except PydanticSerializationError:  # text the serialiser refuses: fail, or not, as canonical_json does
-            from errordb.records.schema import Envelope, Record
-
-            model = Envelope.model_construct(record=Record.model_construct(**{name: record[name] for name in FIELD_NAMES}), datasetVersion=envelope["datasetVersion"])
-            yield record["id"], canonical_json(model).encode("utf-8")
+    for envelope in iter_envelopes(db, where, params, batch):
+        yield envelope.record.id, canonical_json(envelope).encode("utf-8")
 
 
 def _child_lists(db: sqlite_utils.Database, ids: list[str]) -> dict[str, dict[str, list[str]]]:
