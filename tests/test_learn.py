@@ -218,6 +218,24 @@ def test_source_trees_of_one_name_are_learned_apart_and_said_to_be_trees(tmp_pat
     assert "your source tree `src` (a learned draft)" in render_markdown(result)
 
 
+def test_a_layer_made_by_another_version_is_learned_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("ERRORDB_CACHE", str(tmp_path / "cache"))
+    tree = tmp_path / "myproject"
+    tree.mkdir()
+    (tree / "app.py").write_text("def load(path):\n    if path is None:\n        raise ValueError('no path given to load')\n")
+    assert learn(paths=(tree,)).records == 1
+    assert learn(paths=(tree,)).unchanged == 1  # the same version: nothing read again
+    manifest_path = tmp_path / "cache" / "learned" / "learned.json"
+    manifest = json.loads(manifest_path.read_text())
+    stale = manifest_path.parent / "records" / "dist-gone.jsonl"
+    stale.write_text("")
+    manifest_path.write_text(json.dumps({**manifest, "version": manifest["version"] - 1}))
+    again = learn(paths=(tree,))
+    assert again.outdated and again.records == 1 and again.unchanged == 0 and not stale.exists()
+    assert "made by another version of errordb" in again.summary()
+    assert json.loads(manifest_path.read_text())["version"] == manifest["version"]
+
+
 def test_conditions_are_read_from_the_branches_around_the_raise(tmp_path):
     source = tmp_path / "m.py"
     source.write_text(

@@ -20,6 +20,7 @@ import json
 import multiprocessing
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -64,6 +65,10 @@ class Source:
         return self.key.split("-", 1)[0]
 
 
+#: Bumped whenever drafts are made differently: a layer of another version is learned again.
+LAYER_VERSION = 2
+
+
 @dataclass
 class LearnReport:
     """What a learn did."""
@@ -78,11 +83,15 @@ class LearnReport:
     total_records: int = 0  # drafts in the layer
     total_sources: int = 0
     seconds: float = 0.0
+    outdated: bool = False  # the layer was made by another version of errordb, and dropped
 
     def summary(self) -> str:
         """What a learn did, in a few lines (``errordb learn`` prints it)."""
         lines = [f"{self.layer}: learned {len(self.learned)} ({self.files:,} files, {self.records:,} drafts), "
                  f"{self.unchanged} unchanged, {len(self.dropped)} dropped, in {self.seconds:.1f}s"]
+        if self.outdated:
+            lines.append("  the layer was made by another version of errordb: what it held is learned again only when named "
+                         "(a full `errordb learn` reads everything)")
         if self.unreadable:
             lines.append(f"  {self.unreadable:,} file{'s' if self.unreadable != 1 else ''} did not parse (counted, skipped)")
         if self.dropped:
@@ -223,6 +232,9 @@ def learn(
     manifest = read_layer_manifest()
     known: dict[str, dict] = manifest.get("sources", {})
     records = layer / "records"
+    if manifest and manifest.get("version") != LAYER_VERSION:  # drafts made by other rules: none is kept
+        report.outdated, known = True, {}
+        shutil.rmtree(records, ignore_errors=True)
     todo = []
     for source in wanted:
         entry = known.get(source.key)
@@ -259,7 +271,7 @@ def learn(
         done_files += len(source.files)
         step(number, len(todo), done_files, total_files)
     bundled = bundled_records_dir()
-    write_layer_manifest({"format": "errordb-learned", "version": 1, "bundled": records_fingerprint(bundled), "sources": dict(sorted(known.items()))})
+    write_layer_manifest({"format": "errordb-learned", "version": LAYER_VERSION, "bundled": records_fingerprint(bundled), "sources": dict(sorted(known.items()))})
     ingest([bundled, records], layer_db_path(), prune=True)
     report.total_sources = len(known)
     report.total_records = sum(entry["records"] for entry in known.values())
