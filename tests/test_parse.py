@@ -1946,3 +1946,38 @@ def test_a_repr_set_off_as_code_in_a_sentence_that_calls_it_an_error_is_the_exce
     # Not in a sentence about an error, or not set off as code: a call, not an exception.
     assert all(e.exc_type != "Table" for e in parse_text("Then call `Table('docs')` to get the table.\n"))
     assert all(e.exc_type != "Table" for e in parse_text("The error was in Table('docs') somewhere.\n"))
+
+
+TB_HEAD = 'Traceback (most recent call last):\n  File "/app/run.py", line 3, in <module>\n    main()\n'
+
+
+def test_a_list_after_a_colon_is_the_message_s_own_across_blank_lines():
+    # transformers' message (held-out paste, Fraser-Greenlee/transformer-vae#3), in a fence.
+    listed = ("OSError: Can't load config for 't5-vae-poet'. Make sure that:\n\n"
+              "- 't5-vae-poet' is a correct model identifier listed on 'https://huggingface.co/models'\n\n"
+              "- or 't5-vae-poet' is the correct path to a directory containing a config.json file")
+    for text in (f"```\n{listed}\n```\n", TB_HEAD + listed + "\n\n"):
+        [exc] = parse_text(text)
+        assert exc.message == listed.split(": ", 1)[1]
+    # Prose after the blank line is the writer's, and a chain still chains.
+    [exc] = parse_text(TB_HEAD + "ValueError: Expected one of:\n\nI have no idea what it expects.\n")
+    assert exc.message == "Expected one of:"
+    def chain(message):
+        text = f"{TB_HEAD}KeyError: {message}\n\nThe above exception was the direct cause of the following exception:\n\n{TB_HEAD}RuntimeError: boom\n"
+        return [(e.exc_type, e.message, e.role, e.chain_index) for e in parse_text(text)]
+
+    assert chain("missing:") == [(k, m + ":" if k == "KeyError" else m, r, i) for k, m, r, i in chain("missing")]
+    assert len(chain("missing:")) == 2
+
+
+@pytest.mark.parametrize("prompt", ["~/tmp$ ", "~/tmp$ cget blah", "user@host:~/src$ python run.py", "(venv) root@c0ffee:/workspace# ls",
+                                    "/home/u$", "PS C:\\src> py run.py"])  # fmt: skip
+def test_a_shell_prompt_after_a_traceback_is_not_its_message(prompt):
+    # A shell session pasted whole (held-out paste, pfultz2/cget#53).
+    [exc] = parse_text(f"```\n~/tmp$ cget blah\n{TB_HEAD}KeyError: u'blah'\n{prompt}\n```\n")
+    assert (exc.exc_type, exc.message) == ("KeyError", "u'blah'")
+
+
+def test_a_command_shown_in_a_message_is_part_of_it():
+    [exc] = parse_text(TB_HEAD + "ImportError: the tokenizer needs sentencepiece; install it with\n$ pip install sentencepiece\n")
+    assert exc.message == "the tokenizer needs sentencepiece; install it with\n$ pip install sentencepiece"

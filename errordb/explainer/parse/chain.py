@@ -55,6 +55,13 @@ from errordb.explainer.parse.sink import Sink
 
 #: An item of a numbered list in prose: "2. Why do the results differ ...".
 NUMBERED_ITEM_RE = re.compile(r"\d{1,2}[.)] +[A-Z]")
+#: A bullet of a list a message holds after a line ending in a colon, blank lines around its
+#: items (transformers: "Make sure that:\n\n- 'x' is a correct model identifier ...\n\n- or ...").
+BULLET_RE = re.compile(r"[-*\u2022] +\S")
+#: A shell's prompt, the command after it or not: the program has exited, and what follows is
+#: the terminal's ("~/tmp$", "user@host:~/src$ python x.py", "(venv) root@c0ffee:/workspace# ls",
+#: "PS C:\src> py x.py"). A bare "$ ..." is not one: a message may show a command that way.
+SHELL_PROMPT_RE = re.compile(r"(?:\([\w.-]+\) +)?(?:[\w.-]+@[\w.-]+:)?[~/][^\s$#]*[$#](?: .*)?|PS [A-Za-z]:\\[^>]*>(?: .*)?")
 
 IDLE = "idle"  # between exceptions
 FRAMES = "frames"  # after a Traceback header: File lines, source lines, carets
@@ -370,6 +377,7 @@ class ChainParser:
             # the headers CPython prints before a thread's or an unraisable exception's report
             or s.startswith(("Fatal Python error: ", "Exception in thread ", "Exception ignored "))
             or s in STACK_HEADERS
+            or SHELL_PROMPT_RE.fullmatch(s) is not None
         )
 
     @staticmethod
@@ -381,16 +389,26 @@ class ChainParser:
             and NUMBERED_ITEM_RE.match(s) is not None
         )
 
+    @staticmethod
+    def _opens_list(b: Builder) -> bool:
+        """Whether the message's last line introduces a list (it ends with a colon) or is one of
+        its bullets: a blank line then may come between items, and ends the message only when
+        no bullet follows it."""
+        last = b.msg_lines[-1].strip() if b.msg_lines else ""
+        return last.endswith(":") or (len(b.msg_lines) > 1 and BULLET_RE.match(last) is not None)
+
     def _on_message(self, t: str, no: int, hp: str) -> bool:
         b = self.b
         s = t.strip()
         if not s:
-            if b.double_spaced and not b.held_blank:
+            if not b.held_blank and (b.double_spaced or self._opens_list(b)):
                 b.held_blank = True  # a line break, if text of the message follows
                 return False
             self.finish()  # a blank line ends the message
             return False
-        if hp != b.has_prefix or self._ends_message(s) or self._next_list_item(b, s):
+        if hp != b.has_prefix or self._ends_message(s) or self._next_list_item(b, s) or (
+            b.held_blank and not b.double_spaced and BULLET_RE.match(s) is None
+        ):
             self.finish()
             return True
         if b.held_blank:
