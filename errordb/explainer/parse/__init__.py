@@ -35,7 +35,8 @@ What is understood, and where
   from several ranks) reported once.
 * Where a message ends besides: an HTTP error's (``Error code: 400 - {...}``) where its body
   closes (``parsed``); a bare exception's one-sentence message at the writer's next numbered
-  item (``chain``).
+  item, any message at a shell's prompt; a message whose line ends with a colon goes on across
+  blank lines while bullets follow (``chain``).
 
 Each module documents the heuristics it applies where no rule can be exact.
 """
