@@ -109,6 +109,8 @@ def test_nothing_matched_exits_1_and_offers_similar_records():
     said = " ".join(result.stdout.split())
     assert "No known error matches this message: searched 3 records (dataset 2026-08-28T06:17:29.519Z); nothing learned yet: `errordb learn` reads" in said
     assert "Similar, not the same:" in result.stdout
+    similar = result.stdout.split("Similar, not the same:\n", 1)[1].rstrip("\n").split("\n")
+    assert similar and all(line.startswith("  - ") for line in similar)  # one line a record, none blank
     document = as_json("KeyError: 'completely unrelated'")
     assert document["_exit"] == 1 and document["matches"] == [] and document["similar"] == []
 

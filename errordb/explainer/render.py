@@ -279,9 +279,15 @@ def render_terminal(
     if explanation.omitted:
         blocks.append(style.yellow(omitted_note(explanation)))
     if explanation.similar:
-        blocks.append(style.cyan("Similar, not the same:"))
-        blocks.extend(f"  - {clean(s['slug'])}: {clean(s['errorMessage'])}" for s in explanation.similar)
+        # One line each: a message of several lines shows its first, marked as cut.
+        items = [cut_line(f"  - {clean(s['slug'])}: {_first_line(clean(s['errorMessage']))}", width) for s in explanation.similar]
+        blocks.append("\n".join([style.cyan("Similar, not the same:"), *items]))
     return "\n\n".join(blocks)
+
+
+def _first_line(text: str) -> str:
+    first, _, rest = text.strip().partition("\n")
+    return f"{first} …" if rest.strip() else first
 
 
 def no_match_line(explanation: Any) -> str:
