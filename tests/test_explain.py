@@ -17,6 +17,7 @@ pytest.importorskip("errordb.explainer.parse")
 import errordb  # noqa: E402
 from errordb.cli import cli  # noqa: E402
 from errordb.explainer.result import ExplainOut, explain_json_schema  # noqa: E402
+from errordb.store import ingest  # noqa: E402
 
 DATA = REPO / "examples"
 MESSAGE = "DSPARK requires explicit layer_ids for aux hidden capture."
@@ -113,6 +114,16 @@ def test_nothing_matched_exits_1_and_offers_similar_records():
     assert similar and all(line.startswith("  - ") for line in similar)  # one line a record, none blank
     document = as_json("KeyError: 'completely unrelated'")
     assert document["_exit"] == 1 and document["matches"] == [] and document["similar"] == []
+
+
+def test_a_store_named_with_db_is_not_said_to_lack_learned_drafts(tmp_path):
+    # errordb learn adds to the store errordb chooses; a store the user names never gets them.
+    db = tmp_path / "mine.db"
+    ingest(None, db)
+    result = run("ValueError: DSPARK capture layers are not configured for this model", "--no-color", "--db", str(db))
+    said = " ".join(result.stdout.split())
+    assert result.exit_code == 1 and "searched 3 records (dataset 2026-08-28T06:17:29.519Z)." in said
+    assert "learn" not in said
 
 
 def test_no_exception_in_the_input_is_said_plainly():

@@ -65,7 +65,8 @@ class Explanation:
     similar: list[dict[str, Any]] = field(default_factory=list)
     #: How many records were searched (the store's count), for "nothing matches" to say so.
     record_count: int | None = None
-    #: When nothing matched: (learned drafts, distributions they come from) in the store.
+    #: When nothing matched in the store errordb chose (not one named with --db): (learned drafts,
+    #: distributions they come from) in it.
     learned: tuple[int, int] | None = None
     #: Exceptions found after the first :data:`MAX_FINDINGS`: counted, not matched or shown.
     omitted: int = 0
@@ -122,7 +123,9 @@ def searched(explanation: Explanation) -> str:
     else:
         what = f"{count:,} record{'s' if count != 1 else ''}" if count is not None else "the records"
     what = f"{what} (dataset {explanation.dataset_version})" if explanation.dataset_version else what
-    return what if drafts else f"{what}; nothing learned yet: `errordb learn` reads the standard library and your installed packages"
+    if drafts or explanation.learned is None:
+        return what
+    return f"{what}; nothing learned yet: `errordb learn` reads the standard library and your installed packages"
 
 
 #: Folders that hold code the user did not write: installed packages, the standard library.
@@ -236,7 +239,10 @@ def explain_exceptions(exceptions: Iterable[Any], db: Any, limit: int | None = N
                               record_count=int(count) if count and str(count).isdigit() else None, site_url=stats.get("siteUrl"))
     if kept and not any(f.matches for f in findings):
         explanation.similar = similar_records(db, " ".join(exc.message for exc in kept))
-        explanation.learned = (int(stats.get("learnedDrafts") or 0), int(stats.get("learnedDistributions") or 0))
+        from errordb.store.default import is_default_store
+
+        if is_default_store(getattr(db, "conn", db)):  # errordb learn adds to it: the answer may say so
+            explanation.learned = (int(stats.get("learnedDrafts") or 0), int(stats.get("learnedDistributions") or 0))
     return explanation
 
 

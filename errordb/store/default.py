@@ -149,6 +149,17 @@ def learned_db_path() -> Path | None:
     return path
 
 
+def is_default_store(conn: sqlite3.Connection) -> bool:
+    """Whether ``conn`` reads the store errordb chose itself (the embedded default, or the
+    learned layer's), which ``errordb learn`` adds to, rather than one the user named."""
+    files = [row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main" and row[2]]
+    if not files:
+        return False
+    path = Path(files[0])
+    default = path.parent == cache_dir() and path.name.startswith("default-") and path.suffix == ".db"
+    return default or path == layer_db_path()
+
+
 def resolve_db_path(db_path: str | os.PathLike[str] | None = None, *, learned: bool = False) -> Path:
     """``db_path``, else ``$ERRORDB_DB``, else (with ``learned``) the learned layer's store once
     there is one, else the embedded default (built when needed)."""
