@@ -1981,3 +1981,24 @@ def test_a_shell_prompt_after_a_traceback_is_not_its_message(prompt):
 def test_a_command_shown_in_a_message_is_part_of_it():
     [exc] = parse_text(TB_HEAD + "ImportError: the tokenizer needs sentencepiece; install it with\n$ pip install sentencepiece\n")
     assert exc.message == "the tokenizer needs sentencepiece; install it with\n$ pip install sentencepiece"
+
+
+SENTRY = ("MissingSchema: Invalid URL 'log.example.com/stream': No schema supplied. Perhaps you meant http://log.example.com/stream?\n"
+          "(6 additional frame(s) were not displayed)\n...\n"
+          '  File "requests/sessions.py", line 459, in prepare_request\n    hooks=merge_hooks(request.hooks, self.hooks),\n'
+          '  File "requests/models.py", line 388, in prepare_url\n    raise MissingSchema(error)\n')
+
+
+@pytest.mark.parametrize("wrap", ["{}", "```\n{}\n```\n", "{}\nUnhandled exception in task 5b84b0c1.\n", "Sentry says:\n\n{}"])
+def test_sentry_s_stack_trace_names_its_exception_first(wrap):
+    # Sentry's raw view (held-out pastes, thorrak/fermentrack#518, #519): the title first, the frames after.
+    found = parse_text(wrap.format(SENTRY))
+    exc = found[-1]
+    assert (exc.exc_type, exc.message) == ("MissingSchema", "Invalid URL 'log.example.com/stream': No schema supplied. Perhaps you meant http://log.example.com/stream?")
+    assert [(f.file, f.line, f.function, f.source) for f in exc.frames] == [
+        ("requests/sessions.py", 459, "prepare_request", "hooks=merge_hooks(request.hooks, self.hooks),"),
+        ("requests/models.py", 388, "prepare_url", "raise MissingSchema(error)")]
+    # A class named like one reads the same; without the fold line it is no Sentry trace.
+    [exc] = parse_text(SENTRY.replace("MissingSchema:", "requests.exceptions.InvalidSchema:"))
+    assert exc.exc_type == "requests.exceptions.InvalidSchema" and len(exc.frames) == 2
+    assert all(e.exc_type != "MissingSchema" for e in parse_text(SENTRY.replace("(6 additional frame(s) were not displayed)\n", "")))

@@ -654,6 +654,9 @@ _SCENARIOS = [
     "╭──── Traceback (most recent call last) ────╮\n│ /app/a.py:1 in f │\n╰──────────────────────────────────────╯\napp.Boom: y",
     'multiprocessing.pool.RemoteTraceback: \n"""\nTraceback (most recent call last):\n  File "/app/w.py", line 5, in job\n'
     '    run()\napp.Boom: remote\n"""',
+    # Sentry's title, then its fold line: the title is read as a line before a trigger.
+    'MissingSchema: no schema\n(3 additional frame(s) were not displayed)\n...\n  File "r/models.py", line 9, in prepare_url\n    raise X',
+    'MissingSchema: no schema\n\n(3 additional frame(s) were not displayed)\n  File "r/models.py", line 9, in prepare_url',
 ]
 
 

@@ -26,9 +26,10 @@ What is understood, and where
   "During handling of the above exception..." (role ``context``); the first printed exception
   is ``root``.
 * ``source``: exception groups (margins, member separators, nesting, ``group_path``).
-* ``pytest_output``, ``rich_output``, ``faulthandler_output``: pytest's long and short failure
-  formats and summaries, rich's boxed tracebacks, faulthandler dumps (``exc_type`` None,
-  message "Fatal Python error: ...", frames reversed to outermost first).
+* ``pytest_output``, ``rich_output``, ``faulthandler_output``, ``sentry_output``: pytest's long
+  and short failure formats and summaries, rich's boxed tracebacks, faulthandler dumps
+  (``exc_type`` None, message "Fatal Python error: ...", frames reversed to outermost first),
+  Sentry's raw stack traces (the exception first; the driver knows it by the line after it).
 * ``classify``: what a line is (headers, frames, separators, which names count as exception
   classes), exceptions named in a sentence (without the writer's words after them; a repr set
   off as code in a sentence that calls it an error); ``sink``: duplicates (the same exception

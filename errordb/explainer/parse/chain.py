@@ -51,6 +51,7 @@ from errordb.explainer.parse.parsed import Builder, Chain
 from errordb.explainer.parse.pytest_output import PytestReader, is_pytest_header, report_summary
 from errordb.explainer.parse.reader import Reader
 from errordb.explainer.parse.rich_output import RichReader
+from errordb.explainer.parse.sentry_output import SentryReader
 from errordb.explainer.parse.sink import Sink
 
 #: An item of a numbered list in prose: "2. Why do the results differ ...".
@@ -137,6 +138,19 @@ class ChainParser:
         """Hand the next lines to ``reader`` until it leaves this state."""
         self.reader = reader
         self.state = READER
+
+    def read_sentry(self, exc: tuple[str, str], no: int, hp: str) -> bool:
+        """Sentry's stack trace: line ``no`` was its title, ``Class: message`` (``exc``), read
+        as a bare exception or as text; its frames follow. False when this parser is inside
+        something else."""
+        b = self.b
+        if b is None and self.state in (IDLE, AFTER):
+            b = self.open(no, hp)
+            self.exception_line(b, exc, 0, hp)
+        elif b is None or self.state != MESSAGE or b.start != no or b.nframes:
+            return False
+        self.read_with(SentryReader(b))
+        return True
 
     def to_idle(self) -> None:
         """Read the next line as a fresh one (no chain separator can follow what was read)."""

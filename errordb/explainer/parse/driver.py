@@ -32,11 +32,12 @@ from itertools import islice
 from operator import itemgetter
 
 from errordb.explainer.parse.classify import (
-    ESCAPED_HEADER, error_fields, escaped_traceback, find_mention, mentions_traceback, might_mention,
+    ESCAPED_HEADER, error_fields, escaped_traceback, find_mention, mentions_traceback, might_mention, parse_exc_line,
 )
 from errordb.explainer.parse.fastpath import BLOCK_CHARS, BLOCK_LINES, all_noise
 from errordb.explainer.parse.lines import MAX_LINE_CHARS, Markdown, clean_line, strip_prefixes
 from errordb.explainer.parse.parsed import ParsedException
+from errordb.explainer.parse.sentry_output import FOLDED_RE
 from errordb.explainer.parse.sink import Sink
 from errordb.explainer.parse.source import LogSource
 
@@ -70,6 +71,10 @@ class _Parser:
         # non-empty lines) is decided: then a line with no trigger (all_noise) changes nothing.
         self.quiet = False
         self.markdown = Markdown()
+        # The last non-empty line read while not quiet (content, line, source key, prefix kinds):
+        # the title of a Sentry stack trace when the next line says so. Any line read or
+        # skipped while quiet forgets it, so that skipping noise (all_noise) changes nothing.
+        self.title: tuple[str, int, str, str] | None = None
         # Exceptions named in prose (class, message, line, rank): reported when nothing else is.
         self.mentions: list[tuple[str, str, int, str]] = []
         self.fields: dict[str, tuple[str, int]] = {}  # an error report's "class"/"message" -> (value, line)
@@ -87,6 +92,7 @@ class _Parser:
         dropping a settled source reports nothing.
         """
         self.no += count
+        self.title = None
 
     def feed(self, raw: str) -> None:
         self.no += 1
@@ -144,7 +150,12 @@ class _Parser:
         src.last_line = no
         src.prev_unprefixed = not hp
         src.prev_header = "Traceback (most recent call last)" in content
-        src.feed(content, no, hp)
+        if not self._sentry(src, key, stripped):
+            src.feed(content, no, hp)
+        if self.quiet:
+            self.title = None
+        elif stripped:
+            self.title = (stripped, no, key, hp)
         if src.settled(is_last=True):
             self.active.discard(key)
         else:
@@ -159,6 +170,15 @@ class _Parser:
             self._finish_idle_sources()
         self.sink.release()
         self.quiet = not self.active and self.nonempty > _BARE_MAX_LINES and not self._waiting() and self.markdown.neutral()
+
+    def _sentry(self, src: LogSource, key: str, stripped: str) -> bool:
+        """Whether ``stripped`` says the line before it was the title of a Sentry stack trace
+        (:mod:`~errordb.explainer.parse.sentry_output`), now read as such."""
+        if self.title is None or stripped[:1] != "(" or FOLDED_RE.fullmatch(stripped) is None:
+            return False
+        title, no, title_key, hp = self.title
+        exc = parse_exc_line(title, strict=False) if title_key == key else None
+        return exc is not None and src.read_sentry(exc, no, hp)
 
     def _cli_line(self, stripped: str, no: int, rank: str) -> None:
         """A command's "Error: message" counts only at the end of the input, or of the code block

@@ -80,6 +80,11 @@ class LogSource:
             return
         self.ctx[0].feed(t, no, hp)
 
+    def read_sentry(self, exc: tuple[str, str], no: int, hp: str) -> bool:
+        """Hand a Sentry stack trace whose title was line ``no`` to the innermost parser
+        (:meth:`ChainParser.read_sentry`); not inside an exception group's framing."""
+        return self.c0 is None and self.ctx[0].read_sentry(exc, no, hp)
+
     def close_all(self) -> None:
         self._pop_to(0)
         self.c0 = None
