@@ -97,8 +97,9 @@ _LOC_IN_RE = re.compile(rb":[0-9\x80-\xff]{1,48}: [\s\x80-\xff]*in ")
 # The rules that look at the end of the content, which is the end of its line: pytest's
 # "____ test ____" title ends with "_", its "path:N:" location with a digit and ":", a group's
 # "| Name: msg (N sub-exceptions)" (which opens group framing) with "sub-exception(s))", the
-# Ray suffix with "across cluster]", and Sentry's "(N additional frame(s) were not displayed)". They are matched on the reversed text, where each
-# starts at a newline: a literal first character again.
+# Ray suffix with "across cluster]", and Sentry's "(N additional frame(s) were not displayed)".
+# They are matched on the reversed text, where each starts at a newline: a literal first
+# character again.
 _LINE_END_RE = re.compile(r"\n[^\S\n]*(?:_|:\d|\)s?noitpecxe-bus|\]retsulc ssorca|\)deyalpsid ton erew)")
 
 

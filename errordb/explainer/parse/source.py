@@ -81,7 +81,7 @@ class LogSource:
         self.ctx[0].feed(t, no, hp)
 
     def read_sentry(self, exc: tuple[str, str], no: int, hp: str) -> bool:
-        """Hand a Sentry stack trace whose title was line ``no`` to the innermost parser
+        """Hand a Sentry stack trace whose title was line ``no`` to this source's parser
         (:meth:`ChainParser.read_sentry`); not inside an exception group's framing."""
         return self.c0 is None and self.ctx[0].read_sentry(exc, no, hp)
 
