@@ -2002,3 +2002,13 @@ def test_sentry_s_stack_trace_names_its_exception_first(wrap):
     [exc] = parse_text(SENTRY.replace("MissingSchema:", "requests.exceptions.InvalidSchema:"))
     assert exc.exc_type == "requests.exceptions.InvalidSchema" and len(exc.frames) == 2
     assert all(e.exc_type != "MissingSchema" for e in parse_text(SENTRY.replace("(6 additional frame(s) were not displayed)\n", "")))
+
+
+def test_a_paste_wrapped_whole_in_double_quotes_is_read_without_them():
+    # held-out paste, bghira/SimpleTuner#1383: the writer quoted a progress line and the traceback.
+    body = f"Epoch 1/417, Steps:   0%| | 0/10000 [00:01<?, ?it/s]\n{TB_HEAD}AttributeError: 'HiDream' object has no attribute 'transformer'"
+    [exc] = parse_text(f'"{body}"\n')
+    assert exc.message == "'HiDream' object has no attribute 'transformer'" and exc.line_no == 2  # its header's line
+    # Quotes the message's own line closes itself, or a single line: the quotes are the text's own.
+    assert parse_text(f'{TB_HEAD}KeyError: "a"\n')[0].message == '"a"'
+    assert parse_text(f'"{TB_HEAD.strip()}"\nKeyError: "a"\n')[0].message == '"a"'

@@ -39,7 +39,8 @@ What is understood, and where
   item, any message at a shell's prompt; a message whose line ends with a colon goes on across
   blank lines while bullets follow (``chain``).
 
-Each module documents the heuristics it applies where no rule can be exact.
+``parse_text`` (a paste, whole in memory) first takes off a pair of double quotes the writer put
+around the whole paste. Each module documents the heuristics it applies where no rule can be exact.
 """
 
 from errordb.explainer.parse.driver import iter_exceptions, parse_text

@@ -414,6 +414,20 @@ def parse_text(text: str) -> list[ParsedException]:
     """
     if not isinstance(text, str):
         text = bytes(text).decode("utf-8", "replace") if isinstance(text, (bytes, bytearray)) else str(text)
-    found = list(iter_exceptions(_split_text(text)))
+    found = list(iter_exceptions(_split_text(_unquoted(text))))
     found.sort(key=lambda exc: exc.line_no)  # stable; only reorders in rare interleavings
     return found
+
+
+def _unquoted(text: str) -> str:
+    """``text`` without the pair of double quotes a writer put around a whole paste of several
+    lines (``"Epoch 1/417 ...\nTraceback ...\nAttributeError: 'X' object has no attribute 'y'"``):
+    its first line opens a quote that no quote there closes, and its last line closes one. The
+    lines keep their numbers."""
+    inner = text.strip()
+    first, _, rest = inner.partition("\n")
+    last = rest.rpartition("\n")[2]
+    if not (rest and first[:1] == '"' and last[-1:] == '"' and first.count('"') % 2 and last.count('"') % 2):
+        return text
+    first, last = text.index('"'), text.rindex('"')
+    return text[:first] + text[first + 1 : last] + text[last + 1 :]
