@@ -170,9 +170,10 @@ def explain(words: tuple[str, ...], log_file: Path | None, output_format: str, c
     if log_file is not None:
         source = _read_lines(log_file)
     elif text == "-":
-        if sys.stdin.isatty():  # else it would wait without a word
-            click.echo("Paste the traceback or log, then press Ctrl-D on a line of its own (Ctrl-Z, Enter on Windows).", err=True)
         source = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+        if sys.stdin.isatty():  # a paste: said what it waits for, and read whole, as TEXT is
+            click.echo("Paste the traceback or log, then press Ctrl-D on a line of its own (Ctrl-Z, Enter on Windows).", err=True)
+            source = source.read()
     else:
         source = text
     result = explain_source(source, db)

@@ -304,12 +304,14 @@ def test_explain_dash_on_a_terminal_says_what_it_waits_for():
         process = subprocess.Popen([sys.executable, "-m", "errordb", "explain", "-", "--no-color"], stdin=follower,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         os.close(follower)
-        os.write(leader, b"ValueError: DSPARK requires explicit layer_ids for aux hidden capture.\n\x04")
+        # A paste the writer quoted whole: read whole, as a paste given as TEXT is, without its quotes.
+        os.write(leader, b'"Seen in the log:\nValueError: DSPARK requires explicit layer_ids for aux hidden capture."\n\x04')
         out, err = process.communicate(timeout=120)
     finally:
         os.close(leader)
     assert err.startswith("Paste the traceback or log, then press Ctrl-D")
     assert "dspark-requires-explicit-layer-ids-for-aux-hidden" in out and process.returncode == 0
+    assert "● ValueError: DSPARK requires explicit layer_ids for aux hidden capture.\n" in out
 
 
 def test_explain_and_show_name_the_failure_family_of_the_record():
