@@ -147,7 +147,8 @@ def explain(words: tuple[str, ...], log_file: Path | None, output_format: str, c
 
     TEXT is the traceback or message itself (unquoted words are joined with spaces:
     `errordb explain ValueError: bad value` works); `-` reads standard input; --file reads a log
-    (both are read line by line, so a large log costs little memory). Each exception found
+    (a pipe and a log are read line by line, so a large log costs little memory; a paste at a
+    terminal is read whole, as TEXT is). Each exception found
     (the first 1,000; the rest are counted) is matched against every record's pattern and
     ranked by class, file, function and line (docs/matching.md). Exit status: 0 matched,
     1 nothing matched, 2 bad usage or input.
