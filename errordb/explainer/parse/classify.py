@@ -118,7 +118,7 @@ _NAME = r"((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)"
 #: "遇到了错误ValueError: ..."). The backticks' message is cut by :func:`_code_span_end`.
 _MENTION_RES = (
     re.compile(r"`\s*" + _NAME + r": ?(.*)"),
-    re.compile(r"\*\*\s*" + _NAME + r": ?(.+?)\s*\*\*"),
+    re.compile(r"\*\*\s*[_*]?" + _NAME + r": ?(.+?)[_*]?\s*\*\*"),  # bold, italic inside it or not
     re.compile(r"[\"“]\s*" + _NAME + r": ?([^\"”]+?)\s*[\"”]"),
     re.compile(r"(?:^|(?<=\s))'" + _NAME + r": ?([^']+?)\s*'(?=$|[\s.,;:!?)])"),
     re.compile(r"(?<![A-Za-z0-9_.])" + _NAME + r": (.+?)\s*$"),
