@@ -766,7 +766,7 @@ def harvest(path: Path, repo: str, sha: str, out: Path, prefix: str, prune: bool
               help="Learn a source tree too (your own project): its .py files, under the folder's name. Repeatable.")
 @click.option("--python", "python", metavar="PYTHON", help="Learn what this interpreter has installed (a project's "
               ".venv/bin/python). Default: the active virtual environment's ($VIRTUAL_ENV), else the one errordb runs in.")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Processes that read distributions (default: up to 2).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Processes that read sources: the standard library, distributions, trees (default: up to 2).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 def learn(names: tuple[str, ...], paths: tuple[Path, ...], python: str | None, jobs: int | None, quiet: bool) -> None:
     """Learn the errors your installed Python code can raise, as draft records.

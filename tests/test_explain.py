@@ -116,6 +116,25 @@ def test_nothing_matched_exits_1_and_offers_similar_records():
     assert document["_exit"] == 1 and document["matches"] == [] and document["similar"] == []
 
 
+def test_the_default_store_is_known_through_a_relative_or_linked_cache_folder(tmp_path, monkeypatch):
+    from errordb.store import open_connection
+    from errordb.store.default import is_default_store
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "linked").symlink_to(tmp_path / "real")
+    monkeypatch.chdir(tmp_path)
+    for cache in ("linked", "real", str(tmp_path / "linked")):
+        monkeypatch.setenv("ERRORDB_CACHE", cache)
+        conn = open_connection(None)
+        assert is_default_store(conn), cache
+        conn.close()
+    db = tmp_path / "mine.db"
+    ingest(None, db)
+    conn = open_connection(db)
+    assert not is_default_store(conn)
+    conn.close()
+
+
 def test_a_store_named_with_db_is_not_said_to_lack_learned_drafts(tmp_path):
     # errordb learn adds to the store errordb chooses; a store the user names never gets them.
     db = tmp_path / "mine.db"

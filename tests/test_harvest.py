@@ -462,7 +462,7 @@ def test_prune_refuses_a_draft_that_shares_a_json_lines_file(tmp_path):
         path.unlink()
     before = {path: path.read_bytes() for path in out.rglob("*") if path.is_file()}
     (root / "pkg" / "b.py").write_text("def g():\n    return 1\n")
-    with pytest.raises(HarvestError, match=r"gathered\.jsonl:\d: record \w+: --prune would remove it, but it shares a JSON Lines file"):
+    with pytest.raises(HarvestError, match=r"gathered\.jsonl:\d: record \w+: --prune would remove it, but it is a line of a JSON Lines file"):
         harvest(root, repo=REPO, sha=SHA2, out=out, prune=True)
     # Nothing changed: acme/other's record of b.py is still there.
     assert {path: path.read_bytes() for path in out.rglob("*") if path.is_file()} == before

@@ -137,7 +137,8 @@ def test_list_and_search_keep_the_drafts_of_a_distribution(learned, monkeypatch)
     both = json.loads(runner.invoke(cli, ["list", "--distribution", "jinja2", "--distribution", "requests", "--format", "json"]).stdout)
     assert len(both) > len(rows) and {row["distribution"].lower() for row in both} == {"jinja2", "requests"}
     found = runner.invoke(cli, ["search", "template", "--distribution", "jinja2", "--format", "json"])
-    assert found.exit_code == 0 and all(hit["id"] in {row["id"] for row in rows} for hit in json.loads(found.stdout)["hits"])
+    hits = json.loads(found.stdout)["hits"]
+    assert found.exit_code == 0 and hits and all(hit["id"] in {row["id"] for row in rows} for hit in hits)
     assert runner.invoke(cli, ["list", "--distribution", "not-installed-here"]).exit_code == 1
     from errordb.browse import completions
 

@@ -168,15 +168,22 @@ def test_a_raise_moved_to_another_file_and_function_is_found_by_the_line_the_tra
         assert score_candidate(record, "AssertionError", message, frames) is None
 
 
-def test_a_printed_raise_line_counts_only_when_it_says_enough():
-    # "raise ValueError(" begins thousands of raises: printing it says nothing of which one.
-    record = _record("DSPARK requires explicit layer_ids for aux hidden capture\\.", "ValueError", "python/sglang/srt/models/kimi_k3.py")
-    record.update(lineNumber=2892, sourceCode="        raise ValueError(", sourceCodeStart=2892)
-    frame = F("/venv/lib/python3.11/site-packages/sglang/srt/models/deepseek.py", 77, "load", "raise ValueError(")
-    assert [e.kind for e in score_candidate(record, "ValueError", MESSAGE, [frame]).evidence] == ["message-full", "message-specific", "class-agrees"]
-    # A frame in the record's own file is judged by its file, function and line, not by its text.
-    here = F("/venv/lib/python3.11/site-packages/sglang/srt/models/kimi_k3.py", 2892, "f", "raise ValueError(")
-    assert "frame-source" not in [e.kind for e in score_candidate(record, "ValueError", MESSAGE, [here]).evidence]
+@pytest.mark.parametrize("line", ["raise NotImplementedError(", "raise click.exceptions.ClickException(", "raise NotImplementedError(msg)",
+                                  "assert isinstance(x, int)"])  # fmt: skip
+def test_a_printed_raise_line_counts_only_when_it_says_more_than_its_keyword_and_class(line):
+    # "raise NotImplementedError(" begins many raises (the line Python 3.11+ prints of one that
+    # goes on): printing it says nothing of which one, and a generic pattern stays dropped.
+    record = _record(r".+ is not supported\.", "NotImplementedError", "python/sglang/srt/layers/quant.py")
+    record.update(lineNumber=40, sourceCode="        " + line, sourceCodeStart=40)
+    frame = F("/venv/lib/python3.11/site-packages/sglang/srt/models/llama.py", 77, "load", line)
+    assert score_candidate(record, "NotImplementedError", "fp8 is not supported.", [frame]) is None
+
+
+def test_a_frame_in_the_records_own_file_is_judged_by_its_place_not_its_text():
+    record = _warmup_record()
+    here = F("/venv/lib/python3.11/site-packages/sglang/srt/entrypoints/http_server.py", 2376, "_execute_server_warmup", WARMUP_ASSERT)
+    kinds = [e.kind for e in score_candidate(record, "AssertionError", "res=<Response [502]>, res.text=''", [here]).evidence]
+    assert kinds[-3:] == ["frame-file", "frame-function", "frame-line"] and "frame-source" not in kinds
 
 
 def test_an_innermost_frame_in_another_function_of_the_records_file_is_no_evidence():

@@ -1989,7 +1989,8 @@ SENTRY = ("MissingSchema: Invalid URL 'log.example.com/stream': No schema suppli
           '  File "requests/models.py", line 388, in prepare_url\n    raise MissingSchema(error)\n')
 
 
-@pytest.mark.parametrize("wrap", ["{}", "```\n{}\n```\n", "{}\nUnhandled exception in task 5b84b0c1.\n", "Sentry says:\n\n{}"])
+@pytest.mark.parametrize("wrap", ["{}", "```\n{}\n```\n", "{}\nUnhandled exception in task 5b84b0c1.\n", "Sentry says:\n\n{}",
+                                  "We see this.\nIt happens often.\nOn prod.\nAnd on staging.\nAnd at night.\n\n{}"])
 def test_sentry_s_stack_trace_names_its_exception_first(wrap):
     # Sentry's raw view (held-out pastes, thorrak/fermentrack#518, #519): the title first, the frames after.
     found = parse_text(wrap.format(SENTRY))

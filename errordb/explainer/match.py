@@ -296,13 +296,18 @@ def _best_frame(record: dict[str, Any], frames: list[Any]) -> list[Evidence] | N
     return best[1] if best else None
 
 
+#: What begins a raise statement whatever it raises: its keyword and the class it names.
+_STATEMENT_HEAD = re.compile(r"^(?:raise\s+[\w.]+|assert\b)")
+
+
 def _prints_the_raise(record: dict[str, Any], frame: Any) -> bool:
     """Whether the innermost frame, in the record's package, prints the record's raise
-    statement, one that says enough to be the only one of its words: the raise moved to
-    another file or function between the pasted version and the record's, and kept its line
+    statement, and that statement says more than its keyword and class (24 letters and digits:
+    ``raise NotImplementedError(``, the first line of many raises, does not): the raise moved
+    to another file or function between the pasted version and the record's, and kept its line
     (the "context line" Sentry groups by across releases)."""
     source = (frame.source or "").strip()
-    if word_characters(source) < SPECIFIC_LITERAL or not frame.file:
+    if word_characters(_STATEMENT_HEAD.sub("", source, count=1)) < SPECIFIC_LITERAL or not frame.file:
         return False
     line = line_at(record.get("sourceCode") or "", record.get("sourceCodeStart") or 0, record["lineNumber"])
     return line is not None and line.strip() == source and in_package(frame.file, package_path(record["filePath"])[0])

@@ -363,8 +363,9 @@ class _Run:
             if in_scope is not None and record["repo"] == self.repo and in_scope(record["filePath"]):
                 if is_draft(record):
                     if item.path.suffix == ".jsonl":  # deleting the file would take its other records along
-                        raise HarvestError(f"{item.source}: record {rid}: --prune would remove it, but it shares a JSON Lines "
-                                           "file with other records; move it to a .json file of its own, or delete its line")
+                        raise HarvestError(f"{item.source}: record {rid}: --prune would remove it, but it is a line of a JSON "
+                                           "Lines file, and --prune removes whole files; move it to a .json file of its own, "
+                                           "or delete its line")
                     deletes.append(item.path)
                     self.report.pruned += 1
                     continue

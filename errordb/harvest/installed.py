@@ -299,13 +299,13 @@ def learn_source(source: Source) -> tuple[str, dict]:
     files, unreadable = scan_files([(Path(file), path) for file, path in source.files], workers=1)
     analyzed_at = default_analyzed_at()
     dataset_version = analyzed_at if "T" in analyzed_at else f"{analyzed_at}T00:00:00Z"
+    if source.kind == "path":  # two trees may share a folder name: its path tells them apart
+        installed, id_key = (source.name, SOURCE_TREE), source.key
+    else:
+        installed, id_key = (source.name, source.version), None
     lines: dict[str, str] = {}
     for scanned in files:
         for site in scanned.sites:
-            if source.kind == "path":  # two trees may share a folder name: its path tells them apart
-                installed, id_key = (source.name, SOURCE_TREE), source.key
-            else:
-                installed, id_key = (source.name, source.version), None
             record = draft_record(site, scanned.lines, repo=source.repo, sha=None, analyzed_at=analyzed_at, installed=installed, id_key=id_key)
             envelope, problem = check_draft(record, dataset_version)
             if envelope is not None and not problem:

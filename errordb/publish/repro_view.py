@@ -86,7 +86,7 @@ def reproduction_view(record: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _scenario(scenario: dict[str, Any]) -> dict[str, Any]:
-    pp = scenario.get("setup", {}).get("pp", {})
+    pp = scenario["setup"]["pp"]  # both values given (errordb.repro.definitions reads them whole)
     world, rank = pp["world_size"], pp["rank"]
     return {
         "id": scenario.get("id", ""),

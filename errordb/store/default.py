@@ -155,9 +155,9 @@ def is_default_store(conn: sqlite3.Connection) -> bool:
     files = [row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main" and row[2]]
     if not files:
         return False
-    path = Path(files[0])
-    default = path.parent == cache_dir() and path.name.startswith("default-") and path.suffix == ".db"
-    return default or path == layer_db_path()
+    path = Path(files[0]).resolve()  # SQLite names the file with its symlinks resolved
+    default = path.parent == cache_dir().resolve() and path.name.startswith("default-") and path.suffix == ".db"
+    return default or path == layer_db_path().resolve()
 
 
 def resolve_db_path(db_path: str | os.PathLike[str] | None = None, *, learned: bool = False) -> Path:

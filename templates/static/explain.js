@@ -16,7 +16,7 @@
  *            line +10, or round(10 * max(0, 1 - d / 200), 1) when d lines away; else a frame of
  *            the record's file name and package (moved) in its function: +10; else the innermost
  *            frame, in the record's package, printing the record's raise line (raiseLine, at
- *            least 24 letters and digits: moved to another file): +10; none at all when
+ *            least 24 letters and digits besides `raise X`/`assert`: moved): +10; none at all when
  *            the innermost frame is in the record's file but in another function;
  *   near:    no pattern match, but the innermost frame in the record's file and function, the
  *            class agreeing and the words 60% alike (reworded between versions): +30, + class,
@@ -281,13 +281,14 @@
   }
 
   /**
-   * The innermost frame, in the record's package, prints the record's raise statement (one of
-   * SPECIFIC_LITERAL word characters at least): the raise moved to another file or function.
+   * The innermost frame, in the record's package, prints the record's raise statement (of
+   * SPECIFIC_LITERAL word characters at least besides its keyword and class): the raise moved.
    * errordb/explainer/match.py, _prints_the_raise.
    */
   function printsTheRaise(record, frame) {
     var source = (frame.source || "").trim();
-    if (wordCharacters(source) < SPECIFIC_LITERAL || !frame.file) return false;
+    // Not counting the statement's keyword and the class it raises (match.py, _STATEMENT_HEAD).
+    if (wordCharacters(source.replace(/^(?:raise\s+[\w.]+|assert\b)/, "")) < SPECIFIC_LITERAL || !frame.file) return false;
     return record.raiseLine !== null && record.raiseLine !== undefined && record.raiseLine === source &&
       inPackage(frame.file, packagePath(record.filePath)[0]);
   }

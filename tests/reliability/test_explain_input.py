@@ -537,6 +537,19 @@ def test_invisible_characters_in_the_input_are_shown_not_obeyed(tmp_path, db, fi
     )
 
 
+def test_a_stray_backtick_in_a_log_does_not_stop_the_skipping(monkeypatch):
+    """Bound: one GNU-style quote (``make: `all' is up to date.``) or a lone fence-like line
+    in a log leaves the lines after it skippable: lines fully parsed stay few."""
+    fed = []
+    real_feed = driver._Parser.feed
+    monkeypatch.setattr(driver._Parser, "feed", lambda self, raw: (fed.append(raw), real_feed(self, raw))[1])
+    for stray in ("make: `all' is up to date.", "see the `--force` flag and `foo"):
+        fed.clear()
+        lines = noise(100).splitlines(True) + [stray + "\n"] + noise(20_000, 100).splitlines(True)
+        assert list(parse.iter_exceptions(lines)) == []
+        assert len(fed) < 500, (stray, len(fed))
+
+
 # --------------------------------------------------------------------------------------------
 # The fast path changes nothing
 # --------------------------------------------------------------------------------------------

@@ -71,9 +71,8 @@ class _Parser:
         # non-empty lines) is decided: then a line with no trigger (all_noise) changes nothing.
         self.quiet = False
         self.markdown = Markdown()
-        # The last non-empty line read while not quiet (content, line, source key, prefix kinds):
-        # the title of a Sentry stack trace when the next line says so. Any line read or
-        # skipped while quiet forgets it, so that skipping noise (all_noise) changes nothing.
+        # The line before this one (content, line, source key, prefix kinds; None if blank): the
+        # title of a Sentry stack trace when this one says so. Skipped lines set it alike.
         self.title: tuple[str, int, str, str] | None = None
         # Exceptions named in prose (class, message, line, rank): reported when nothing else is.
         self.mentions: list[tuple[str, str, int, str]] = []
@@ -82,17 +81,24 @@ class _Parser:
         # An "Error: message" line and the few after it (None: where the fence around them closed).
         self.cli_error: tuple[list[str | None], int, str] | None = None
 
-    def skip(self, count: int) -> None:
-        """Account for ``count`` noise lines read while quiet, without parsing them.
+    def skip(self, lines: list[str] | tuple[str, ...]) -> None:
+        """Account for noise ``lines`` read while quiet, without parsing them.
 
         Fed in full, such a line would only be routed to a settled source (creating it, or
         refreshing its place in the LRU order), move it from "after" to "idle" and become the
         last line. None of that changes a later result (see LogSource.settled): it only lets
         settled sources be dropped sooner (by the idle flush or the _MAX_SOURCES eviction), and
-        dropping a settled source reports nothing.
+        dropping a settled source reports nothing. What they do to a code span left open and to
+        the title (the line before the next one) is done here as their reading would.
         """
-        self.no += count
-        self.title = None
+        self.no += len(lines)
+        if self.markdown.span_open or self.markdown.wrapped:
+            for raw in lines:
+                self.markdown.read_plain(clean_line(raw))
+        content, ids, hp = strip_prefixes(Markdown.plain(clean_line(lines[-1])))
+        stripped = content.strip()
+        # No source is inside anything while quiet, so the line's source is its prefix's rank.
+        self.title = (stripped, self.no, " ".join(ids), hp) if stripped else None
 
     def feed(self, raw: str) -> None:
         self.no += 1
@@ -152,10 +158,7 @@ class _Parser:
         src.prev_header = "Traceback (most recent call last)" in content
         if not self._sentry(src, key, stripped):
             src.feed(content, no, hp)
-        if self.quiet:
-            self.title = None
-        elif stripped:
-            self.title = (stripped, no, key, hp)
+        self.title = (stripped, no, key, hp) if stripped else None
         if src.settled(is_last=True):
             self.active.discard(key)
         else:
@@ -382,11 +385,11 @@ def iter_exceptions(lines: Iterable[str]) -> Iterator[ParsedException]:
         # The common case of a big log: nothing is open and the block is noise, skipped whole
         # (see all_noise). Otherwise its lines are read one by one.
         if parser.quiet and all_noise(block, text):
-            parser.skip(len(block))
+            parser.skip(block)
             continue
         for raw in block:
             if parser.quiet and all_noise((raw,)):
-                parser.skip(1)
+                parser.skip((raw,))
                 continue
             try:
                 parser.feed(raw)

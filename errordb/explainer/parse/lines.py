@@ -219,9 +219,24 @@ class Markdown:
         return self._code(line)
 
     def neutral(self) -> bool:
-        """Whether nothing is open (fence, quote, code span), so that a line without Markdown
-        leaves this reader as it is."""
-        return self.fence is None and not self.quoting and not self.span_open and not self.wrapped
+        """Whether no fence or quote is open: a line without Markdown of its own (no fence, no
+        quote, no backtick) then reads as :meth:`plain` says, and does only :meth:`read_plain`."""
+        return self.fence is None and not self.quoting
+
+    @staticmethod
+    def plain(line: str) -> str:
+        """A line without Markdown of its own as :meth:`unwrap` gives it while no fence or quote
+        is open: without a "Quote reply" author link, and empty if it holds only tags."""
+        if "](https://github.com/" in line:
+            line = _MENTION_LINK_RE.sub("", line)
+        return "" if "<" in line and ">" in line and _TAGS_RE.match(line) else line
+
+    def read_plain(self, line: str) -> None:
+        """What such a line does to this reader, unread: a blank one ends a code span left open,
+        any other ends a run of lines wrapped whole in backticks."""
+        blank = not self.plain(line).strip()
+        self.span_open = self.span_open and not blank
+        self.wrapped = self.wrapped and blank
 
     def _on_fence(self, marker: str, info: str) -> None:
         if self.fence is None:
