@@ -1236,6 +1236,7 @@ def prefixed(prefix: str, text: str) -> str:
         ("(raylet, ip=10.0.0.1) ", ["raylet, ip=10.0.0.1"]),
         ("(VllmWorkerProcess pid=4567) ERROR 08-28 05:10:05 multiproc_worker_utils.py:226] ", ["pid=4567"]),
         ("service_1  | ", ["service_1"]),
+        ("16:50:39 web.1            | ", ["web.1"]),  # honcho's and foreman's Procfile runners (held-out frappe#7149)
         ("api-server-1  | [2026-08-28 05:10:05 TP2] ", ["api-server-1 TP2"]),
         ("E0828 05:10:05.123456 12345 scheduler.cc:42] ", []),
         ("Aug 28 05:10:05 gpu-node-3 python3[9876]: ", ["pid=9876"]),
@@ -2013,3 +2014,13 @@ def test_a_paste_wrapped_whole_in_double_quotes_is_read_without_them():
     # Quotes the message's own line closes itself, or a single line: the quotes are the text's own.
     assert parse_text(f'{TB_HEAD}KeyError: "a"\n')[0].message == '"a"'
     assert parse_text(f'"{TB_HEAD.strip()}"\nKeyError: "a"\n')[0].message == '"a"'
+
+
+def test_a_class_printed_as_its_repr_names_the_exception():
+    # A program that printed type(e) and e (held-out paste, frappe/frappe#7149: Python 2's SocketServer).
+    tb = f"{TB_HEAD}<type 'exceptions.ImportError'>: No module named traceback\n"
+    assert [(e.exc_type, e.message, len(e.frames)) for e in parse_text(tb)] == [("exceptions.ImportError", "No module named traceback", 1)]
+    assert [(e.exc_type, e.message) for e in parse_text("<class 'KeyError'>: 'x'\n")] == [("KeyError", "'x'")]
+    # Out of context a repr of a class not named like an exception is not one.
+    assert all(e.exc_type != "dict" for e in parse_text("Got <class 'dict'>: {'a': 1} from the API.\nThen it stopped.\n"))
+    assert all(e.exc_type != "dict" for e in parse_text("<class 'dict'>: {'a': 1}\n"))

@@ -72,8 +72,15 @@ def is_exception_class(cls: str) -> bool:
     return bool(modules) and (head in ("Error", "Exception") or any(m in EXCEPTION_MODULES for m in modules))
 
 
+#: A class as its repr, where a program printed ``type(e)`` before the message (Python 2's
+#: ``<type 'exceptions.ImportError'>: No module named x``; ``<class 'KeyError'>: 'x'``).
+_CLASS_REPR_RE = re.compile(r"<(?:type|class) '((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)'>: ?(.*)")
+
+
 def parse_exc_line(s: str, strict: bool) -> tuple[str, str] | None:
     """Split ``Class: message`` (``s`` already stripped); None if it is not an exception line."""
+    if s[:1] == "<" and (r := _CLASS_REPR_RE.fullmatch(s)) is not None:
+        return (r.group(1), r.group(2).rstrip()) if not strict or is_exception_class(r.group(1)) else None
     m = _EXC_RE.match(s)
     if m is None:
         return None

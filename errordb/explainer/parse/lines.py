@@ -53,6 +53,8 @@ _TS_PREFIX_RE = re.compile(
     + r"| \| " + _LEVEL + r" *\|(?:$| (?:\S{1,200} -(?: |$))?)"
     + r"| \[?" + _LEVEL + r"\]?:? ?"
     + r"| ?)"
+    # honcho's and foreman's "16:50:39 web.1    | ": the time alone, when the process's column follows
+    + r"|\d{2}:\d{2}:\d{2} (?=[A-Za-z0-9][\w.-]{0,63} +\|(?: |$))"
 )
 # vLLM's "ERROR 08-28 05:10:05 [file.py:12] " / "ERROR 08-28 05:10:05 file.py:12] ",
 # logging.BASIC_FORMAT's "ERROR:root:", and "ERROR: " / uvicorn's "ERROR:    ".
