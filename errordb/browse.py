@@ -57,9 +57,9 @@ class Filters:
     classes: tuple[str, ...] = ()
     distributions: tuple[str, ...] = ()  # learned drafts of these distributions or trees (errordb learn)
 
-    def sql(self, alias: str = "r") -> tuple[str, dict[str, Any]]:
-        """A WHERE condition over ``records AS alias`` (``1`` when nothing is filtered) and its
-        named parameters (``:f0``, ``:f1``...)."""
+    def sql(self, conn: sqlite3.Connection, alias: str = "r") -> tuple[str, dict[str, Any]]:
+        """A WHERE condition over ``records AS alias`` of ``conn`` (``1`` when nothing is
+        filtered) and its named parameters (``:f0``, ``:f1``...)."""
         clauses: list[str] = []
         params: dict[str, Any] = {}
 
@@ -72,11 +72,17 @@ class Filters:
             if values:
                 clauses.append(f"{alias}.{column} IN ({', '.join(mark(v) for v in values)})")
         if self.distributions:  # named as pip names them: Jinja2, jinja2 and JINJA-2 alike (PEP 503)
-            names = ", ".join(mark(re.sub(r"[-_.]+", "-", name).lower()) for name in self.distributions)
-            clauses.append(f"replace(replace(lower({alias}.distribution), '_', '-'), '.', '-') IN ({names})")
+            wanted = {_distribution_key(name) for name in self.distributions}
+            stored = [row[0] for row in conn.execute("SELECT DISTINCT distribution FROM records WHERE distribution IS NOT NULL")]
+            names = [name for name in stored if _distribution_key(name) in wanted]
+            clauses.append(f"{alias}.distribution IN ({', '.join(mark(name) for name in names) or 'NULL'})")
         for tag in self.tags:
             clauses.append(f"{alias}.id IN (SELECT record_id FROM record_tags WHERE tag = {mark(tag)})")
         return (" AND ".join(clauses) or "1"), params
+
+
+def _distribution_key(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 # show ------------------------------------------------------------------------------------------
@@ -241,7 +247,7 @@ def search(db: Any, query: str, filters: Filters = Filters(), *, limit: int = 20
     """
     conn = getattr(db, "conn", db)
     match = query if raw else fts_query(query)
-    where, params = filters.sql("r")
+    where, params = filters.sql(conn, "r")
     params = {**params, "q": match, "limit": limit}
     try:
         try:
@@ -357,7 +363,7 @@ def list_records(db: Any, filters: Filters = Filters(), *, limit: int | None = N
     Each is a dict of :data:`LIST_COLUMNS` (``tags`` a list, in the record's order).
     """
     conn = getattr(db, "conn", db)
-    where, params = filters.sql("r")
+    where, params = filters.sql(conn, "r")
     sql = (
         "SELECT r.id, r.slug, r.repo, r.errorClass, r.severity, r.filePath, r.lineNumber, r.backgroundTag, "
         "(SELECT json_group_array(tag) FROM (SELECT tag FROM record_tags t WHERE t.record_id = r.id ORDER BY position)), "

@@ -219,6 +219,22 @@ def test_source_trees_of_one_name_are_learned_apart_and_said_to_be_trees(tmp_pat
     assert "your source tree `src` (a learned draft)" in render_markdown(result)
 
 
+def test_a_distribution_is_found_by_its_name_as_pip_normalises_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("ERRORDB_CACHE", str(tmp_path / "cache"))
+    # A folder named like no distribution: its drafts get a name that is one (they were all
+    # refused before, silently), and that name is found however pip would write it.
+    tree = tmp_path / "Über__Proj.x v2"
+    tree.mkdir()
+    (tree / "app.py").write_text("def load(path):\n    if path is None:\n        raise ValueError('no path given to load')\n")
+    assert learn(paths=(tree,)).records == 1
+    for name in ("uber-proj-x-v2", "UBER_PROJ.X-V2", "uber--proj__x.v2"):
+        listed = CliRunner().invoke(cli, ["list", "--distribution", name, "--format", "json"])
+        assert listed.exit_code == 0, name
+        rows = json.loads(listed.stdout)
+        assert [(row["distribution"], row["filePath"]) for row in rows] == [("Uber__Proj.x-v2", "Über__Proj.x v2/app.py")], name
+    assert CliRunner().invoke(cli, ["list", "--distribution", "uber-proj"]).exit_code == 1
+
+
 def test_a_layer_made_by_another_version_is_learned_again(tmp_path, monkeypatch):
     monkeypatch.setenv("ERRORDB_CACHE", str(tmp_path / "cache"))
     tree = tmp_path / "myproject"

@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import time
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -183,7 +184,14 @@ def tree_source(folder: Path) -> Source:
         digest.update(f"{relative}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
         files.append((str(file), f"{folder.name}/{relative}"))
     key = "path-" + hashlib.sha256(str(folder).encode()).hexdigest()[:16]
-    return Source(key, folder.name, digest.hexdigest()[:16], None, tuple(files), str(folder))
+    return Source(key, tree_name(folder.name), digest.hexdigest()[:16], None, tuple(files), str(folder))
+
+
+def tree_name(folder: str) -> str:
+    """A tree's name as its drafts' ``distribution``, which is a distribution's name: ASCII
+    letters, digits and ``._-`` (``Über Proj`` -> ``Uber-Proj``); its files keep the folder's."""
+    ascii_name = unicodedata.normalize("NFKD", folder).encode("ascii", "ignore").decode()
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", ascii_name).strip("._-") or "tree"
 
 
 def _wanted(env: dict, names: tuple[str, ...], paths: tuple[Path, ...]) -> list[Source]:
