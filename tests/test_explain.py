@@ -116,6 +116,23 @@ def test_nothing_matched_exits_1_and_offers_similar_records():
     assert document["_exit"] == 1 and document["matches"] == [] and document["similar"] == []
 
 
+def test_a_similar_record_of_several_lines_is_shown_on_one_cut_line(tmp_path):
+    from helpers import copy_records, envelope, write_envelope
+
+    records = copy_records(tmp_path / "records")
+    data = envelope(KIMI_PP_ERROR)
+    message = "Zymurgic flux capacitor overloaded during capture.\nPossible solutions: lower the flux."
+    data["record"].update(id="0" * 15 + "1", slug="zymurgic-flux-capacitor-overloaded-000001", errorMessage=message,
+                          messagePattern=r"Zymurgic flux capacitor overloaded during capture\.\nPossible solutions: .*")  # fmt: skip
+    write_envelope(records, data)
+    db = tmp_path / "e.db"
+    ingest([records], db)
+    result = run("ValueError: zymurgic flux capacitor gone", "--no-color", "--db", str(db))
+    similar = result.stdout.split("Similar, not the same:\n", 1)[1].rstrip("\n").split("\n")
+    assert "  - zymurgic-flux-capacitor-overloaded-000001: Zymurgic flux capacitor overloaded during capture. …" in similar
+    assert not any("Possible solutions" in line for line in similar)
+
+
 def test_the_default_store_is_known_through_a_relative_or_linked_cache_folder(tmp_path, monkeypatch):
     from errordb.store import open_connection
     from errordb.store.default import is_default_store
