@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from errordb.errors import ErrordbError
+from errordb.records.conventions import distribution_name_key
 from errordb.explainer.render import Style, cut_line, terminal_width
 from errordb.text import clean
 
@@ -72,17 +73,13 @@ class Filters:
             if values:
                 clauses.append(f"{alias}.{column} IN ({', '.join(mark(v) for v in values)})")
         if self.distributions:  # named as pip names them: Jinja2, jinja2 and JINJA-2 alike (PEP 503)
-            wanted = {_distribution_key(name) for name in self.distributions}
+            wanted = {distribution_name_key(name) for name in self.distributions}
             stored = [row[0] for row in conn.execute("SELECT DISTINCT distribution FROM records WHERE distribution IS NOT NULL")]
-            names = [name for name in stored if _distribution_key(name) in wanted]
+            names = [name for name in stored if distribution_name_key(name) in wanted]
             clauses.append(f"{alias}.distribution IN ({', '.join(mark(name) for name in names) or 'NULL'})")
         for tag in self.tags:
             clauses.append(f"{alias}.id IN (SELECT record_id FROM record_tags WHERE tag = {mark(tag)})")
         return (" AND ".join(clauses) or "1"), params
-
-
-def _distribution_key(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 # show ------------------------------------------------------------------------------------------

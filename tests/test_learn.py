@@ -66,6 +66,12 @@ def learned(fresh_env, tmp_path_factory):
     return cache, report
 
 
+def _write_loader(tree: Path, name: str = "app.py") -> None:
+    """A source tree with one raise, in ``load`` at line 3 of ``name``, under a condition."""
+    tree.mkdir(parents=True, exist_ok=True)
+    (tree / name).write_text("def load(path):\n    if path is None:\n        raise ValueError('no path given to load')\n")
+
+
 def _raise_in(python: Path, program: str) -> str:
     """The traceback ``program`` prints when run by ``python`` (it must fail)."""
     done = subprocess.run([python, "-c", program], capture_output=True, text=True)
@@ -189,8 +195,7 @@ def test_learning_again_skips_what_did_not_change_and_drops_what_is_gone(fresh_e
 
 def test_an_unparsable_file_is_counted_not_fatal(tmp_path, monkeypatch):
     tree = tmp_path / "myproject"
-    tree.mkdir()
-    (tree / "good.py").write_text("def load(path):\n    if path is None:\n        raise ValueError('no path given to load')\n")
+    _write_loader(tree, "good.py")
     (tree / "bad.py").write_text("def broken(:\n")
     monkeypatch.setenv("ERRORDB_CACHE", str(tmp_path / "cache"))
     report = learn(paths=(tree,))
@@ -205,8 +210,7 @@ def test_source_trees_of_one_name_are_learned_apart_and_said_to_be_trees(tmp_pat
     monkeypatch.setenv("ERRORDB_CACHE", str(tmp_path / "cache"))
     trees = [tmp_path / checkout / "src" for checkout in ("one", "two")]
     for tree in trees:
-        tree.mkdir(parents=True)
-        (tree / "app.py").write_text("def load(path):\n    if path is None:\n        raise ValueError('no path given to load')\n")
+        _write_loader(tree)
     report = learn(paths=tuple(trees))
     assert report.records == 2  # the same raise in two checkouts: two drafts, not one refused as a duplicate
     text = ('Traceback (most recent call last):\n  File "/home/u/one/src/app.py", line 3, in load\n'
@@ -224,8 +228,7 @@ def test_a_distribution_is_found_by_its_name_as_pip_normalises_it(tmp_path, monk
     # A folder named like no distribution: its drafts get a name that is one (they were all
     # refused before, silently), and that name is found however pip would write it.
     tree = tmp_path / "Über__Proj.x v2"
-    tree.mkdir()
-    (tree / "app.py").write_text("def load(path):\n    if path is None:\n        raise ValueError('no path given to load')\n")
+    _write_loader(tree)
     assert learn(paths=(tree,)).records == 1
     for name in ("uber-proj-x-v2", "UBER_PROJ.X-V2", "uber--proj__x.v2"):
         listed = CliRunner().invoke(cli, ["list", "--distribution", name, "--format", "json"])
@@ -238,8 +241,7 @@ def test_a_distribution_is_found_by_its_name_as_pip_normalises_it(tmp_path, monk
 def test_a_layer_made_by_another_version_is_learned_again(tmp_path, monkeypatch):
     monkeypatch.setenv("ERRORDB_CACHE", str(tmp_path / "cache"))
     tree = tmp_path / "myproject"
-    tree.mkdir()
-    (tree / "app.py").write_text("def load(path):\n    if path is None:\n        raise ValueError('no path given to load')\n")
+    _write_loader(tree)
     assert learn(paths=(tree,)).records == 1
     assert learn(paths=(tree,)).unchanged == 1  # the same version: nothing read again
     manifest_path = tmp_path / "cache" / "learned" / "learned.json"

@@ -33,7 +33,7 @@ from pathlib import Path
 from errordb.errors import ErrordbError
 from errordb.harvest.drafts import check_draft, default_analyzed_at, draft_record
 from errordb.harvest.scan import python_files, scan_files
-from errordb.records.conventions import SOURCE_TREE
+from errordb.records.conventions import SOURCE_TREE, distribution_name_key
 
 #: The script the learned interpreter runs to say what it has installed.
 ENVIRONMENT_SCRIPT = Path(__file__).with_name("environment.py")
@@ -132,7 +132,7 @@ def environment(python: str) -> dict:
 
 def distribution_key(name: str) -> str:
     """A distribution's file name in the layer: ``dist-`` and its normalised name (PEP 503)."""
-    return "dist-" + re.sub(r"[-_.]+", "-", name).lower()
+    return "dist-" + distribution_name_key(name)
 
 
 def repository(urls: list[str]) -> str | None:

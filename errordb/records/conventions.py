@@ -17,6 +17,12 @@ from collections.abc import Iterable
 SLUG_BASE_MAX = 50
 SLUG_SUFFIX_LEN = 6
 
+def distribution_name_key(name: str) -> str:
+    """A distribution's name as pip compares names (PEP 503): ``Jinja2``, ``jinja2`` and
+    ``JINJA-2`` alike."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 #: The ``distributionVersion`` of a draft learned from a source tree (``errordb learn --path``),
 #: which has no version: its ``distribution`` is the tree's folder name.
 SOURCE_TREE = "tree"
