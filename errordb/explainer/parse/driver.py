@@ -72,8 +72,10 @@ class _Parser:
         self.quiet = False
         self.markdown = Markdown()
         # The line before this one (content, line, source key, prefix kinds; None if blank): the
-        # title of a Sentry stack trace when this one says so. Skipped lines set it alike.
+        # title of a Sentry stack trace when this one says so. A skipped line leaves its raw text
+        # and number instead, read only if a Sentry fold line follows.
         self.title: tuple[str, int, str, str] | None = None
+        self.skipped: tuple[str, int] | None = None
         # Exceptions named in prose (class, message, line, rank): reported when nothing else is.
         self.mentions: list[tuple[str, str, int, str]] = []
         self.fields: dict[str, tuple[str, int]] = {}  # an error report's "class"/"message" -> (value, line)
@@ -88,17 +90,14 @@ class _Parser:
         refreshing its place in the LRU order), move it from "after" to "idle" and become the
         last line. None of that changes a later result (see LogSource.settled): it only lets
         settled sources be dropped sooner (by the idle flush or the _MAX_SOURCES eviction), and
-        dropping a settled source reports nothing. What they do to a code span left open and to
-        the title (the line before the next one) is done here as their reading would.
+        dropping a settled source reports nothing. What they do to a code span left open is
+        done here as their reading would; the last one is kept, unread, as the next line's title.
         """
         self.no += len(lines)
         if self.markdown.span_open or self.markdown.wrapped:
             for raw in lines:
                 self.markdown.read_plain(clean_line(raw))
-        content, ids, hp = strip_prefixes(Markdown.plain(clean_line(lines[-1])))
-        stripped = content.strip()
-        # No source is inside anything while quiet, so the line's source is its prefix's rank.
-        self.title = (stripped, self.no, " ".join(ids), hp) if stripped else None
+        self.title, self.skipped = None, (lines[-1], self.no)
 
     def feed(self, raw: str) -> None:
         self.no += 1
@@ -158,7 +157,7 @@ class _Parser:
         src.prev_header = "Traceback (most recent call last)" in content
         if not self._sentry(src, key, stripped):
             src.feed(content, no, hp)
-        self.title = (stripped, no, key, hp) if stripped else None
+        self.title, self.skipped = (stripped, no, key, hp) if stripped else None, None
         if src.settled(is_last=True):
             self.active.discard(key)
         else:
@@ -177,7 +176,14 @@ class _Parser:
     def _sentry(self, src: LogSource, key: str, stripped: str) -> bool:
         """Whether ``stripped`` says the line before it was the title of a Sentry stack trace
         (:mod:`~errordb.explainer.parse.sentry_output`), now read as such."""
-        if self.title is None or stripped[:1] != "(" or FOLDED_RE.fullmatch(stripped) is None:
+        if stripped[:1] != "(" or FOLDED_RE.fullmatch(stripped) is None:
+            return False
+        if self.skipped is not None:
+            raw, no = self.skipped
+            content, ids, hp = strip_prefixes(Markdown.plain(clean_line(raw)))
+            # No source is inside anything while quiet, so the line's source is its prefix's rank.
+            self.title = (content.strip(), no, " ".join(ids), hp) if content.strip() else None
+        if self.title is None:
             return False
         title, no, title_key, hp = self.title
         exc = parse_exc_line(title, strict=False) if title_key == key else None
